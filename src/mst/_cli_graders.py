@@ -1,0 +1,237 @@
+"""``mst graders run`` and ``mst experiments analyze``: parse, call, print.
+
+Commands only read files and print; the computation is :func:`mst.graders.replay` and
+:func:`mst.graders.analyze_experiment`, the same code the grading phase uses. A user error
+(missing file, invalid config, legacy payload) exits with status 2 and one line on stderr.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from mst.graders import (
+    BUILTINS,
+    DEFAULT_MIN_SAMPLES,
+    GradersConfigError,
+    Observation,
+    analyze_experiment,
+    parse_metric_ref,
+    replay,
+)
+from mst.session.io import TranscriptError, read_transcript
+
+
+class UserError(click.ClickException):
+    """A problem with the user's input: one line, exit status 2, no traceback."""
+
+    exit_code = 2
+
+
+def _load_document(path: Path, what: str) -> Any:
+    """YAML or JSON (YAML is a superset, so one parser reads both)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{what} {path} does not exist") from None
+    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
+        raise UserError(f"cannot read {what} {path}: {exc.__class__.__name__}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UserError(f"{what} {path} is not valid YAML or JSON{where}") from None
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _interval(pair: Sequence[float] | None) -> str:
+    return f"[{pair[0]:.4g}, {pair[1]:.4g}]" if pair else "—"
+
+
+def _dump(value: Any) -> None:
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
+
+
+# ---------------------------------------------------------------------------------------------
+# mst graders run
+
+
+@click.group("graders")
+def graders() -> None:
+    """Deterministic graders: replay them on a stored session."""
+
+
+@graders.command("run")
+@click.argument("session", type=click.Path(path_type=Path))
+@click.option(
+    "--config", "config_path", type=click.Path(path_type=Path), help="YAML/JSON graders config or manifest."
+)
+@click.option(
+    "--expected", "expected_path", type=click.Path(path_type=Path), help="The case's expected value."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest and results as JSON.")
+def graders_run(session: Path, config_path: Path | None, expected_path: Path | None, as_json: bool) -> None:
+    """Run the enabled graders on SESSION (unified-session JSONL or a JSON array of events)."""
+    try:
+        events = read_transcript(session)
+    except TranscriptError as exc:
+        raise UserError(str(exc)) from None
+    except (IsADirectoryError, PermissionError) as exc:
+        raise UserError(f"cannot read session {session}: {exc.__class__.__name__}") from None
+    doc = _load_document(config_path, "config") if config_path is not None else None
+    expected = _load_document(expected_path, "expected file") if expected_path is not None else None
+    base_dir = config_path.parent if config_path is not None else None
+    try:
+        run = replay(events, doc, base_dir=base_dir, expected=expected)
+    except GradersConfigError as exc:
+        raise UserError(f"invalid graders config: {exc}") from None
+    if as_json:
+        _dump({"manifest": run.manifest, "results": run.results})
+        return
+    table = Table(title=f"graders — {session}")
+    for column in ("grader", "status", "value", "unit", "threshold", "message"):
+        table.add_column(column, overflow="fold")
+    for r in run.results:
+        threshold = f"{_fmt(r['threshold'])} ({r['thresholdOutcome']})" if r["threshold"] is not None else "—"
+        table.add_row(r["id"], r["status"], _fmt(r["value"]), r["unit"], threshold, r["message"])
+    Console().print(table)
+
+
+# ---------------------------------------------------------------------------------------------
+# mst experiments analyze
+
+
+@click.group("experiments")
+def experiments() -> None:
+    """Experiments over grader metrics: variants are arms, the baseline is the control."""
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise UserError(f"{path} does not exist") from None
+    except orjson.JSONDecodeError:
+        raise UserError(f"{path} is not valid JSON") from None
+
+
+def _variants(run_json: Any, path: Path) -> tuple[list[str], str]:
+    variants = run_json.get("variants") if isinstance(run_json, dict) else None
+    if not isinstance(variants, list) or not variants:
+        raise UserError(f"{path} lists no variants")
+    ids = [v.get("id") for v in variants if isinstance(v, dict)]
+    if len(ids) != len(variants) or not all(isinstance(i, str) and i for i in ids):
+        raise UserError(f"{path}: every variant needs an 'id'")
+    baselines = [v["id"] for v in variants if v.get("baseline") is True]
+    if len(baselines) != 1:
+        raise UserError(f"{path}: an experiment needs exactly one variant with baseline: true")
+    return [str(i) for i in ids], baselines[0]
+
+
+def _observations(run_dir: Path) -> Iterator[Observation]:
+    """``graders/<variant>/<case>/<trial>/grader_results.json``, in sorted order."""
+    for file in sorted((run_dir / "graders").glob("*/*/*/grader_results.json")):
+        doc = _read_json(file)
+        if (
+            not isinstance(doc, dict)
+            or doc.get("schemaVersion") != 2
+            or not isinstance(doc.get("results"), list)
+        ):
+            raise UserError(f"{file} is not a schema-version-2 grader results file")
+        trial = file.parent
+        results = [r for r in doc["results"] if isinstance(r, dict)]
+        yield Observation(trial.parent.parent.name, trial.parent.name, trial.name, results)
+
+
+def _metric_ids(refs: Sequence[Any], present: set[str]) -> list[str]:
+    ids: list[str] = []
+    for ref in refs:
+        gid = parse_metric_ref(ref)
+        if gid is None:
+            raise UserError(f"metric {ref!r} is not 'grader:<id>' or 'graders.<id>.value'")
+        if gid not in present:
+            raise UserError(f"metric {ref!r} names no grader with results in this run")
+        ids.append(gid)
+    return ids
+
+
+def _default_order(ids: set[str]) -> list[str]:
+    return [i for i in BUILTINS if i in ids] + sorted(ids - set(BUILTINS))
+
+
+def _print_analysis(analysis: dict[str, Any]) -> None:
+    console = Console()
+    for metric in analysis["metrics"]:
+        title = f"{metric['id']} ({metric['unit'] or 'value'}, {metric['direction']} is better)"
+        table = Table(title=title)
+        for column in (
+            "variant",
+            "n",
+            "excluded",
+            "mean",
+            "95% interval",
+            "Δ vs baseline",
+            "Δ interval",
+            "p",
+        ):
+            table.add_column(column, overflow="fold")
+        table.add_column("decision")
+        for arm in metric["arms"]:
+            diff = arm["difference"] or {}
+            name = f"{arm['variant']} (baseline)" if arm["baseline"] else arm["variant"]
+            table.add_row(
+                name, str(arm["n"]), str(arm["excluded"]), _fmt(arm["mean"]), _interval(arm["interval"]),
+                _fmt(diff.get("value")), _interval(diff.get("interval")), _fmt(diff.get("pValue")),
+                arm["decision"],
+            )  # fmt: skip
+        console.print(table)
+    console.print(
+        f"min samples per arm: {analysis['minSamples']}; missing, unavailable and errored results are "
+        "excluded, never counted as zero. Execution metrics are not evidence of task correctness."
+    )
+
+
+@experiments.command("analyze")
+@click.argument("run_dir", metavar="RUN", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
+@click.option("--min-samples", type=click.IntRange(min=1), default=DEFAULT_MIN_SAMPLES, show_default=True)
+@click.option(
+    "--metric", "metric_refs", multiple=True, help="grader:<id> or graders.<id>.value (repeatable)."
+)
+def experiments_analyze(run_dir: Path, as_json: bool, min_samples: int, metric_refs: tuple[str, ...]) -> None:
+    """Compare variants of RUN on grader metrics, each against the baseline variant."""
+    run_json_path = run_dir / "run.json"
+    if not run_json_path.is_file():
+        raise UserError(f"{run_dir} is not a run directory (no run.json)")
+    run_json = _read_json(run_json_path)
+    variants, baseline = _variants(run_json, run_json_path)
+    observations = list(_observations(run_dir))
+    if not observations:
+        raise UserError(f"no grader results under {run_dir / 'graders'}")
+    present = {str(r.get("id")) for o in observations for r in o.results}
+    refs: Sequence[Any] = metric_refs or (run_json.get("metrics") or [])
+    if not isinstance(refs, list | tuple):
+        raise UserError(f"{run_json_path}: 'metrics' must be a list of grader:<id> references")
+    metrics = _metric_ids(refs, present) if refs else _default_order(present)
+    analysis = analyze_experiment(
+        observations, variants=variants, baseline=baseline, metrics=metrics, min_samples=min_samples
+    )
+    if as_json:
+        _dump(analysis)
+    else:
+        _print_analysis(analysis)

@@ -1,0 +1,138 @@
+"""The `mst` command: parse arguments, call the library, print. Nothing else lives here.
+
+Exit codes (stable, for CI gates):
+  0  completed: every case complete (passed or failed)
+  1  internal error (a bug in mst: please report it)
+  2  user error: bad eval file, bad run directory, bad arguments
+  3  completed with incomplete cases (infrastructure failures or ungraded trials remain)
+  130 interrupted (Ctrl-C); the run is resumable
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from mst import __version__
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_USER = 2
+EXIT_INTERNAL = 1
+EXIT_INTERRUPTED = 130
+
+
+def _handle_errors(fn: F) -> F:
+    """User errors become one clear line per problem and exit 2 — never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from mst.config.errors import UserError
+
+        try:
+            return fn(*args, **kwargs)
+        except UserError as exc:
+            for problem in exc.problems:
+                click.secho(f"error: {str(problem).lstrip(': ')}", fg="red", err=True)
+            sys.exit(EXIT_USER)
+        except KeyboardInterrupt:
+            click.secho("interrupted: the run is resumable with `mst run --resume RUN`", fg="yellow", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="mst")
+def main() -> None:
+    """Evaluate AI agents and clients on eval cases, with honest statistics."""
+
+
+@main.command()
+@click.argument("eval_file", type=click.Path(path_type=Path))
+@_handle_errors
+def validate(eval_file: Path) -> None:
+    """Check an eval file: schema, datasets, client settings, judges, graders."""
+    from mst.resolve import resolve_eval
+
+    resolved = resolve_eval(eval_file)
+    trials = sum(c.trials for c in resolved.cases) * len(resolved.variants)
+    click.echo(f"ok: {eval_file}: {len(resolved.cases)} cases, {len(resolved.variants)} variants, "
+               f"{trials} attempts")
+
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of the eval file (for editors)."""
+    import orjson
+
+    from mst.config.models import EvalConfig
+
+    click.echo(orjson.dumps(EvalConfig.model_json_schema(), option=orjson.OPT_INDENT_2).decode())
+
+
+@main.command()
+@click.argument("target", type=click.Path(path_type=Path))
+@click.option("--resume", is_flag=True, help="TARGET is a run directory: finish it.")
+@click.option("--no-grade", is_flag=True, help="Collect only (phases.grade = skipped).")
+@click.option("--runs-dir", type=click.Path(path_type=Path), help="Where runs are written (default ./runs).")
+@click.option("--concurrency", type=click.IntRange(1), help="Attempts at once (overrides the eval).")
+@click.option("--secrets-file", type=click.Path(path_type=Path), help="A dotenv file of keys for clients and judges.")
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of tables.")
+@_handle_errors
+def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concurrency: int | None,
+        secrets_file: Path | None, as_json: bool) -> None:
+    """Collect and grade an eval (TARGET = eval file), or resume a run (--resume TARGET = run dir)."""
+    from mst import pipeline
+    from mst.report.terminal import RichProgress, print_summary
+    from mst.runs.layout import resolve_run_dir
+
+    with RichProgress(enabled=not as_json) as progress:
+        if resume:
+            outcome = pipeline.resume_run(resolve_run_dir(target), concurrency=concurrency,
+                                          secrets_file=secrets_file, progress=progress)
+        else:
+            outcome = pipeline.run_eval(target, runs_dir=runs_dir, no_grade=no_grade, concurrency=concurrency,
+                                        secrets_file=secrets_file, progress=progress)
+    print_summary(outcome.run, outcome.summary, as_json=as_json)
+    sys.exit(outcome.exit_code)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--resume", is_flag=True, help="Grade only what has no verdict, in place.")
+@click.option("--eval", "eval_file", type=click.Path(path_type=Path), help="Grade with this eval file.")
+@click.option("--runs-dir", type=click.Path(path_type=Path), help="Where the regrade is written.")
+@click.option("--secrets-file", type=click.Path(path_type=Path), help="A dotenv file of keys for judges.")
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of tables.")
+@_handle_errors
+def grade(run_dir: Path, resume: bool, eval_file: Path | None, runs_dir: Path | None,
+          secrets_file: Path | None, as_json: bool) -> None:
+    """Regrade a stored run into a new run (regradeOf), without collecting again."""
+    from mst import pipeline
+    from mst.report.terminal import RichProgress, print_summary
+    from mst.runs.layout import resolve_run_dir
+
+    with RichProgress(enabled=not as_json) as progress:
+        outcome = pipeline.grade(resolve_run_dir(run_dir), eval_path=eval_file, resume=resume,
+                                 runs_dir=runs_dir, secrets_file=secrets_file, progress=progress)
+    print_summary(outcome.run, outcome.summary, as_json=as_json)
+    sys.exit(outcome.exit_code)
+
+
+def _attach_optional_groups() -> None:
+    try:
+        from mst._cli_graders import experiments, graders
+    except ModuleNotFoundError:
+        return
+
+    main.add_command(graders)
+    main.add_command(experiments)
+
+
+_attach_optional_groups()

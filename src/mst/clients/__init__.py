@@ -1,0 +1,5 @@
+"""Client kinds. Each runs one attempt and types its own ending (seed 001)."""
+
+from mst.clients.base import AttemptOutcome, AttemptRequest, Client, NoSettings, TranscriptRecorder
+
+__all__ = ["AttemptOutcome", "AttemptRequest", "Client", "NoSettings", "TranscriptRecorder"]

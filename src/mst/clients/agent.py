@@ -1,0 +1,299 @@
+"""The built-in ``agent`` client: a model driving the variant's MCP servers in a tool loop.
+
+One attempt: start the variant's MCP servers (stdio commands and streamable-HTTP URLs, through
+the official ``mcp`` SDK), list their tools, then ask the model for its next step, run the tool
+calls it asks for, feed the results back, and stop at its final answer or at one of the client's
+own limits. Everything is written to the transcript as it happens (seed 002 §2 events).
+
+Endings (seed 001), decided where they happen:
+
+========================================  ==================================================
+what happened                             ending
+========================================  ==================================================
+final answer                              trial ``completed``
+model asks for tools after ``maxTurns``   trial ``turn-limit``
+``maxTokens`` (total) used up             trial ``turn-limit`` (see below)
+``timeLimitSeconds`` passed               trial ``time-limit``
+context overflow on the first request     ``setup``, not retryable (the prompt alone does not fit)
+context overflow on a later request       trial ``context-limit``
+unusable model output                     trial ``client-error``
+a tool call fails                         part of the trial: recorded, fed back to the model
+an MCP server does not start              ``setup``, not retryable
+provider 429 / 5xx, network drop          decided by the provider adapter (``provider-api``/``network``)
+anything unrecognised the client raises   ``mst.endings.from_exception`` (``client-app``, retryable)
+========================================  ==================================================
+
+``maxTokens`` is a *spend* budget the client sets itself on the whole attempt (input plus
+output tokens over every request), not the model's context window. Running out of it means the
+client stopped itself before it finished, exactly like running out of turns, so it ends as a
+``turn-limit`` trial with a detail naming the token budget. ``context-limit`` stays reserved for
+what seed 001 means by it: the model's context filled up.
+
+Performance: with ``model: mock`` and no MCP servers an attempt must cost well under 0.3 ms of
+CPU, so that path touches no ``mcp``/``anyio`` import, no task group and no pydantic validation
+(the mock's per-case settings are validated once per case and cached).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mst.clients.base import AttemptOutcome, AttemptRequest, TranscriptRecorder
+from mst.config.models import VariantConfig
+from mst.endings import COMPLETED, Ending, EndingException, Infrastructure, Trial, from_exception, to_json
+from mst.providers import create_provider
+from mst.providers.base import (
+    AssistantMessage,
+    AttemptContext,
+    ContextOverflow,
+    Message,
+    ModelOutputError,
+    ModelRequest,
+    ModelSession,
+    Provider,
+    ToolResult,
+    ToolSpec,
+    UserMessage,
+)
+from mst.providers.mock import MockSettings
+from mst.session.events import (
+    ASSISTANT_MESSAGE,
+    MODEL_REQUEST,
+    SESSION_RESULT,
+    TOOL_COMPLETE,
+    TOOL_START,
+    USER_MESSAGE,
+)
+
+if TYPE_CHECKING:
+    from mst.clients._mcp import Toolbox
+
+
+class AgentSettings(BaseModel):
+    """Settings of the built-in ``agent`` client (a variant's ``settings``)."""
+
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True)
+
+    maxTurns: int = Field(
+        default=10, ge=1, le=10_000,
+        description="Most model requests in one attempt; asking for tools after the last one ends the "
+        "trial as turn-limit.",
+    )
+    maxTokens: int | None = Field(
+        default=None, ge=1,
+        description="Total token budget (input + output over all requests); when used up before the "
+        "answer, the trial ends as turn-limit.",
+    )
+    timeLimitSeconds: float | None = Field(
+        default=None, gt=0,
+        description="The client's own time budget for the model-and-tools loop (server start-up not "
+        "included); passing it ends the trial as time-limit. Keep it below the eval's deadlineSeconds.",
+    )
+    systemPrompt: str | None = Field(default=None, description="System prompt sent with every model request.")
+    toolTimeoutSeconds: float | None = Field(
+        default=None, gt=0,
+        description="Bound on one tool call; a call that takes longer fails inside the trial.",
+    )
+    startupTimeoutSeconds: float = Field(
+        default=60, gt=0,
+        description="Bound on starting and initialising each MCP server; past it: setup failure.",
+    )
+    mock: MockSettings | None = Field(
+        default=None, description="Script of the offline mock model (`model: mock`)."
+    )
+
+
+class _State:
+    """What the loop accumulates; kept outside the loop so a failure still reports it."""
+
+    __slots__ = ("answer", "input_tokens", "output_tokens", "requests", "tool_calls")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.tool_calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.answer: str | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+_NO_TOOLS: tuple[ToolSpec, ...] = ()
+
+
+class AgentClient:
+    """The ``agent`` client kind (entry point ``agent`` in group ``mst.clients``)."""
+
+    settings_model: ClassVar[type[BaseModel]] = AgentSettings
+
+    def __init__(self, variant: VariantConfig, settings: Any, base_dir: Path) -> None:
+        if isinstance(settings, AgentSettings):
+            self.settings = settings
+        elif settings is None:
+            self.settings = AgentSettings.model_validate({})
+        else:
+            self.settings = AgentSettings.model_validate(settings)
+        self.variant = variant
+        self.base_dir = base_dir
+        self.model = variant.model or ""
+        # An unknown provider fails every attempt the same way: remember it and report it per
+        # attempt as the setup failure it is, rather than failing the whole run here.
+        self._provider: Provider | None = None
+        self._provider_error: Ending | None = None
+        try:
+            self._provider = create_provider(variant.model, {"mock": self.settings.mock})
+        except EndingException as exc:
+            self._provider_error = exc.ending
+        self._component = f"mst.agent/{variant.id}"
+
+    async def aclose(self) -> None:
+        if self._provider is not None:
+            await self._provider.aclose()
+
+    # -----------------------------------------------------------------------------------------
+
+    async def attempt(self, request: AttemptRequest) -> AttemptOutcome:
+        started = time.monotonic()
+        rec = request.transcript
+        state = _State()
+        rec.emit(USER_MESSAGE, {"content": request.prompt})
+        try:
+            if self._provider_error is not None:
+                raise EndingException(self._provider_error)
+            assert self._provider is not None
+            settings = self.settings
+            context = AttemptContext(
+                case_id=request.case_id, variant_id=self.variant.id, trial=request.trial,
+                try_number=request.try_number, seed=request.seed, prompt=request.prompt,
+                expected=request.expected, metadata=request.metadata, deadline_s=request.deadline_s,
+                time_budget_s=settings.timeLimitSeconds, case_mock=request.case_mock, secrets=request.secrets,
+            )
+            model = self._provider.session(context)
+            servers = self.variant.mcpServers
+            if servers:
+                from mst.clients._mcp import open_servers
+
+                async with open_servers(
+                    servers, base_dir=self.base_dir, secrets=request.secrets,
+                    startup_timeout_s=settings.startupTimeoutSeconds,
+                ) as toolbox:
+                    ending = await self._limited(request, model, toolbox, state)
+            else:
+                ending = await self._limited(request, model, None, state)
+        except EndingException as exc:
+            ending = exc.ending
+        except Exception as exc:
+            ending = from_exception(exc)
+        usage = {
+            "inputTokens": state.input_tokens,
+            "outputTokens": state.output_tokens,
+            "totalTokens": state.total_tokens,
+        }
+        rec.emit(SESSION_RESULT, {
+            "answer": state.answer,
+            "outcome": ending.outcome if isinstance(ending, Trial) else "infrastructure",
+            "ending": to_json(ending),
+            "usage": usage,
+            "durationMs": int((time.monotonic() - started) * 1000),
+            "turns": state.requests,
+        })
+        return AttemptOutcome(
+            ending, state.answer, usage, {"turns": state.requests, "toolCalls": state.tool_calls}
+        )
+
+    async def _limited(
+        self, request: AttemptRequest, model: ModelSession, toolbox: Toolbox | None, state: _State
+    ) -> Ending:
+        """The loop under the client's own time budget, when it has one."""
+        budget = self.settings.timeLimitSeconds
+        if budget is None:
+            return await self._loop(request, model, toolbox, state)
+        try:
+            async with asyncio.timeout(budget) as scope:
+                return await self._loop(request, model, toolbox, state)
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            return Trial("time-limit", f"the client's time budget of {budget:g} s (timeLimitSeconds) ran out")
+
+    async def _loop(
+        self, request: AttemptRequest, model: ModelSession, toolbox: Toolbox | None, state: _State
+    ) -> Ending:
+        settings, rec = self.settings, request.transcript
+        tools = toolbox.specs if toolbox is not None else _NO_TOOLS
+        messages: list[Message] = [UserMessage(request.prompt)]
+        model_name = self.model
+        for turn in range(settings.maxTurns):
+            if settings.maxTokens is not None and state.total_tokens >= settings.maxTokens:
+                return Trial("turn-limit", f"the token budget ran out: {state.total_tokens} tokens used, "
+                             f"maxTokens is {settings.maxTokens}")
+            t0 = time.monotonic()
+            try:
+                response = await model.complete(ModelRequest(messages, tools, turn, settings.systemPrompt))
+            except ContextOverflow as exc:
+                if turn == 0:
+                    why = f"the case's prompt does not fit the model's context on the first request: {exc}"
+                    return Infrastructure("setup", why, False)
+                return Trial("context-limit", f"the context filled up on request {turn + 1}: {exc}")
+            except ModelOutputError as exc:
+                return Trial("client-error", str(exc))
+            duration_ms = int((time.monotonic() - t0) * 1000)
+            state.requests = turn + 1
+            usage = response.usage
+            state.input_tokens += usage.input_tokens
+            state.output_tokens += usage.output_tokens
+            rec.emit(MODEL_REQUEST, {
+                "model": model_name, "requestIndex": turn,
+                "inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
+                "totalTokens": usage.input_tokens + usage.output_tokens, "durationMs": duration_ms,
+            })
+            calls = response.tool_calls
+            if not calls:
+                rec.emit(ASSISTANT_MESSAGE, {"content": response.text})
+                state.answer = response.text
+                return COMPLETED
+            rec.emit(ASSISTANT_MESSAGE, {
+                "content": response.text,
+                "toolCalls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
+            })
+            messages.append(AssistantMessage(response.text, calls))
+            if turn + 1 >= settings.maxTurns:
+                break
+            for call in calls:
+                result = await self._call_tool(rec, toolbox, call.id, call.name, call.arguments, state)
+                messages.append(result)
+        return Trial(
+            "turn-limit", f"the model still asked for tools after maxTurns={settings.maxTurns} requests"
+        )
+
+    async def _call_tool(
+        self, rec: TranscriptRecorder, toolbox: Toolbox | None, call_id: str, name: str,
+        arguments: Mapping[str, Any], state: _State,
+    ) -> ToolResult:
+        server, tool_name = toolbox.resolve(name) if toolbox is not None else (None, name)
+        rec.emit(TOOL_START, {
+            "toolCallId": call_id, "toolName": tool_name, "input": arguments, "mcpServerName": server,
+        })
+        state.tool_calls += 1
+        t0 = time.monotonic()
+        if toolbox is None:
+            success, text = False, f"unknown tool {name!r}: this variant has no MCP servers"
+        else:
+            outcome = await toolbox.call(name, arguments, self.settings.toolTimeoutSeconds)
+            success, text = outcome.success, outcome.text
+        data: dict[str, Any] = {
+            "toolCallId": call_id, "toolName": tool_name, "success": success,
+            "durationMs": int((time.monotonic() - t0) * 1000), "mcpServerName": server,
+        }
+        data["output" if success else "error"] = text
+        rec.emit(TOOL_COMPLETE, data)
+        return ToolResult(call_id, name, text, not success)
+

@@ -1,0 +1,154 @@
+"""Collecting: run attempts with bounded concurrency, decide each ending once, journal it.
+
+This is the one place a producer's ending becomes the stored one (via
+:func:`mst.endings.stored_ending`). Each finished attempt's transcript is written (redacted)
+before its journal line, so a crash between the two only loses an attempt resume redoes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mst import endings
+from mst.clients.base import AttemptOutcome, AttemptRequest, Client, TranscriptRecorder
+from mst.clients.registry import client_class
+from mst.config.models import VariantConfig
+from mst.config.resolved import ResolvedCase, ResolvedEval
+from mst.runs.layout import RunPaths
+from mst.session.events import SESSION_RESULT
+from mst.session.io import write_transcript
+from mst.session.redact import Redactor
+
+OnAttempt = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSpec:
+    variant: VariantConfig
+    case: ResolvedCase
+    trial: int
+    try_number: int = 1
+
+
+def all_attempts(resolved: ResolvedEval) -> Iterator[AttemptSpec]:
+    """Every attempt of an eval, case-major so a case's variants finish close together."""
+    for case in resolved.cases:
+        for trial in range(case.trials):
+            for variant in resolved.variants:
+                yield AttemptSpec(variant, case, trial)
+
+
+class Collector:
+    """Runs attempts for one eval into one run directory."""
+
+    def __init__(
+        self,
+        resolved: ResolvedEval,
+        run_root: Path,
+        *,
+        secrets: Mapping[str, str],
+        redactor: Redactor,
+        on_attempt: OnAttempt,
+        concurrency: int | None = None,
+    ) -> None:
+        self.resolved = resolved
+        self.root = run_root
+        self.secrets = dict(secrets)
+        self.redactor = redactor
+        self.on_attempt = on_attempt
+        self.concurrency = concurrency or resolved.config.concurrency
+        self._clients: dict[str, Client] = {}
+
+    def _client(self, variant: VariantConfig) -> Client:
+        client = self._clients.get(variant.id)
+        if client is None:
+            cls = client_class(variant.client)
+            settings = self.resolved.client_settings.get(variant.id)
+            client = cls(variant, settings, self.resolved.base_dir)
+            self._clients[variant.id] = client
+        return client
+
+    async def run(self, specs: Iterable[AttemptSpec]) -> None:
+        """Pull attempts from ``specs`` with a fixed pool of workers: memory stays flat."""
+        iterator = iter(specs)
+
+        async def worker() -> None:
+            for spec in iterator:
+                self.on_attempt(await self.attempt(spec))
+
+        try:
+            await asyncio.gather(*(worker() for _ in range(self.concurrency)))
+        finally:
+            for client in self._clients.values():
+                await client.aclose()
+            self._clients.clear()
+
+    async def attempt(self, spec: AttemptSpec) -> dict[str, Any]:
+        variant, case = spec.variant, spec.case
+        recorder = TranscriptRecorder(variant.client)
+        deadline = self.resolved.config.deadlineSeconds
+        request = AttemptRequest(
+            case_id=case.id, prompt=case.prompt, expected=case.expected, metadata=case.metadata,
+            variant=variant, trial=spec.trial, try_number=spec.try_number, seed=self.resolved.config.seed,
+            deadline_s=deadline, artifacts_dir=self.root / RunPaths.artifacts_rel(variant.id, case.id, spec.trial),
+            transcript=recorder, secrets=self.secrets, case_mock=case.mock,
+        )
+        started = time.monotonic()
+        produced: endings.Ending | BaseException
+        outcome: AttemptOutcome | None = None
+        deadline_passed = False
+        try:
+            async with asyncio.timeout(deadline) as timer:
+                outcome = await self._client(variant).attempt(request)
+            produced = outcome.ending
+        except TimeoutError as exc:
+            deadline_passed = timer.expired()
+            produced = exc
+        except Exception as exc:
+            produced = exc
+        ending = endings.stored_ending(produced, deadline_passed=deadline_passed)
+        return self._record(spec, recorder, ending, outcome, time.monotonic() - started)
+
+    def _record(
+        self, spec: AttemptSpec, recorder: TranscriptRecorder, ending: endings.Ending,
+        outcome: AttemptOutcome | None, seconds: float,
+    ) -> dict[str, Any]:
+        variant_id, case_id, trial = spec.variant.id, spec.case.id, spec.trial
+        if not any(e["type"] == SESSION_RESULT for e in recorder.events[-1:]):
+            recorder.emit(SESSION_RESULT, {"answer": outcome.answer if outcome else None,
+                                           "ending": endings.to_json(ending),
+                                           "durationMs": int(seconds * 1000)})
+        events = recorder.events
+        if self.redactor.active:
+            events = [self.redactor.value(e) for e in events]
+        transcript_rel = RunPaths.transcript_rel(variant_id, case_id, trial)
+        write_transcript(self.root / transcript_rel, events)
+        artifacts = self.root / RunPaths.artifacts_rel(variant_id, case_id, trial)
+        answer = outcome.answer if outcome else None
+        record: dict[str, Any] = {
+            "variant": variant_id, "case": case_id, "trial": trial, "try": spec.try_number,
+            "ending": endings.to_json(ending), "infrastructureError": endings.infrastructure_error(ending),
+            "answer": self.redactor.text(answer) if isinstance(answer, str) else answer,
+            "transcript": transcript_rel,
+            "artifacts": RunPaths.artifacts_rel(variant_id, case_id, trial) if _non_empty(artifacts) else None,
+            "durationMs": round(seconds * 1000, 3),
+            "usage": outcome.usage if outcome else {},
+        }
+        if outcome and outcome.diagnostics:
+            record["diagnostics"] = self.redactor.value(outcome.diagnostics)
+        if isinstance(ending, endings.Infrastructure) and self.redactor.active:
+            record["ending"]["why"] = self.redactor.text(ending.why)
+            record["infrastructureError"] = self.redactor.text(record["infrastructureError"])
+        return record
+
+
+def _non_empty(path: Path) -> bool:
+    try:
+        return any(path.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return False

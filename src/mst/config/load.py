@@ -1,0 +1,126 @@
+"""Eval file → :class:`EvalConfig`, with every error naming the file, field path and line."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from mst.config.errors import Problem, UserError
+from mst.config.models import EvalConfig
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_yaml(path: Path) -> tuple[Any, yaml.Node | None, bytes]:
+    """Parse a YAML file, keeping the node tree so errors can point at lines."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(Problem(str(path), "file not found")) from None
+    except IsADirectoryError:
+        raise UserError(Problem(str(path), "is a directory, expected a YAML file")) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(Problem(str(path), f"not UTF-8 text (byte {exc.start})")) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise UserError(Problem(str(path), f"malformed YAML: {problem}", line=line)) from None
+    return data, node, raw
+
+
+def load_eval(path: Path) -> tuple[EvalConfig, str]:
+    """Load and validate an eval file; returns the config and the sha256 of its bytes."""
+    data, node, raw = read_yaml(path)
+    if not isinstance(data, dict):
+        raise UserError(Problem(str(path), "expected a mapping at the top level (name, cases, variants, ...)"))
+    config = validate(EvalConfig, data, str(path), node)
+    return config, hashlib.sha256(raw).hexdigest()
+
+
+def validate(
+    model: type[M], data: Any, file: str, node: yaml.Node | None = None, prefix: str = ""
+) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(problems_from(exc, data, file, node, prefix)) from None
+
+
+def problems_from(
+    exc: ValidationError, data: Any, file: str, node: yaml.Node | None = None, prefix: str = ""
+) -> list[Problem]:
+    problems = []
+    for err in exc.errors(include_input=False, include_url=False):
+        path, line = locate(err["loc"], data, node)
+        path = f"{prefix}.{path}" if prefix and path else (prefix or path)
+        problems.append(Problem(file, _message(err), path, line))
+    return problems
+
+
+def _message(err: Any) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "required field is missing"
+    msg = str(err["msg"])
+    return msg.removeprefix("Value error, ")
+
+
+def locate(loc: Sequence[int | str], data: Any, node: yaml.Node | None) -> tuple[str, int | None]:
+    """Render a pydantic error location as a field path over the real data, with its YAML line.
+
+    Union and discriminator members (e.g. ``contains`` in ``assertions.0.contains.value``) appear
+    in pydantic's location but not in the data; they are skipped so the path names real fields.
+    """
+    parts: list[str] = []
+    line = _line(node)
+    for i, key in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(data, list) and isinstance(key, int) and 0 <= key < len(data):
+            parts.append(f"[{key}]")
+            data = data[key]
+            node = _child(node, key)
+        elif isinstance(data, dict) and key in data:
+            parts.append(f".{key}")
+            data = data[key]
+            key_node, node = _mapping_child(node, str(key))
+            line = _line(key_node) or line
+            continue
+        elif isinstance(data, dict) and last:
+            parts.append(f".{key}")  # a missing or unknown field: point at its mapping
+            break
+        else:
+            continue
+        line = _line(node) or line
+    return "".join(parts).lstrip("."), line
+
+
+def _line(node: yaml.Node | None) -> int | None:
+    return node.start_mark.line + 1 if node is not None else None
+
+
+def _child(node: yaml.Node | None, index: int) -> yaml.Node | None:
+    if isinstance(node, yaml.SequenceNode) and index < len(node.value):
+        child: yaml.Node = node.value[index]
+        return child
+    return None
+
+
+def _mapping_child(node: yaml.Node | None, key: str) -> tuple[yaml.Node | None, yaml.Node | None]:
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.value == key:
+                return k, v
+    return None, None

@@ -1,0 +1,217 @@
+"""The eval file's schema: pydantic models at the edge, unknown fields are errors."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, populate_by_name=True)
+
+
+# --- assertions -------------------------------------------------------------------------------
+
+
+class _AssertionBase(Strict):
+    id: str | None = Field(None, pattern=ID_PATTERN, description="Name shown in results; defaults to the type.")
+    field: Literal["answer", "transcript"] = Field("answer", description="What the assertion reads.")
+
+
+class Contains(_AssertionBase):
+    type: Literal["contains", "not-contains"]
+    value: str
+    ignoreCase: bool = False
+
+
+class Regex(_AssertionBase):
+    type: Literal["regex"]
+    pattern: str
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        import re
+
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from None
+        return v
+
+
+class Equals(_AssertionBase):
+    type: Literal["equals"]
+    value: Any = Field(None, description="Expected answer; defaults to the case's `expected`.")
+    ignoreCase: bool = False
+    strip: bool = True
+
+
+class JsonPath(_AssertionBase):
+    type: Literal["json-path"]
+    path: str = Field(description="A JSONPath into the answer parsed as JSON, e.g. $.items[0].name")
+    equals: Any = None
+
+
+class ToolCalled(_AssertionBase):
+    type: Literal["tool-called", "tool-not-called"]
+    tool: str
+    args: dict[str, Any] | None = Field(None, description="Arguments that must match (a subset).")
+
+
+class ToolCallCount(_AssertionBase):
+    type: Literal["tool-calls"]
+    tool: str | None = Field(None, description="Count only this tool; all tools when omitted.")
+    min: int | None = Field(None, ge=0)
+    max: int | None = Field(None, ge=0)
+
+
+class FinalAnswer(_AssertionBase):
+    type: Literal["final-answer"]
+
+
+Assertion = Annotated[
+    Contains | Regex | Equals | JsonPath | ToolCalled | ToolCallCount | FinalAnswer,
+    Field(discriminator="type"),
+]
+
+
+# --- judges -----------------------------------------------------------------------------------
+
+
+class JudgeConfig(Strict):
+    """A code judge: a Python callable named ``module:function`` or an ``mst.judges`` entry point."""
+
+    id: str = Field(pattern=ID_PATTERN)
+    code: str | None = Field(None, description="module:function, importable from the eval's directory.")
+    plugin: str | None = Field(None, description="Name of an entry point in the group mst.judges.")
+    options: dict[str, Any] = Field(default_factory=dict)
+    threshold: float = Field(0.5, description="A judge returning a score passes at or above this.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> JudgeConfig:
+        if (self.code is None) == (self.plugin is None):
+            raise ValueError("give exactly one of 'code' (module:function) or 'plugin' (entry point name)")
+        if self.code is not None and ":" not in self.code:
+            raise ValueError("'code' must look like module:function")
+        return self
+
+
+class PairwiseConfig(Strict):
+    """A pairwise judge: called with (case, a, b, options), returns "A", "B" or "tie"."""
+
+    id: str = Field("pairwise", pattern=ID_PATTERN)
+    code: str | None = None
+    plugin: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PairwiseConfig:
+        if (self.code is None) == (self.plugin is None):
+            raise ValueError("give exactly one of 'code' (module:function) or 'plugin' (entry point name)")
+        return self
+
+
+# --- cases, datasets, variants ----------------------------------------------------------------
+
+
+class CaseConfig(Strict):
+    id: str = Field(pattern=ID_PATTERN)
+    prompt: str
+    expected: Any = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    trials: int | None = Field(None, ge=1, le=10_000, description="Overrides the eval's `trials`.")
+    assertions: list[Assertion] = Field(default_factory=list)
+    judges: list[JudgeConfig] = Field(default_factory=list)
+    mock: dict[str, Any] | None = Field(
+        None, description="Script for the offline mock model on this case, merged over the variant's."
+    )
+
+
+class DatasetConfig(Strict):
+    """Cases from a file (JSONL, CSV, YAML, by extension or `format`) or a `mst.datasets` plugin."""
+
+    path: str | None = None
+    format: str | None = Field(None, description="jsonl, csv, yaml, or a mst.datasets entry point.")
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _source(self) -> DatasetConfig:
+        if self.path is None and self.format is None:
+            raise ValueError("give 'path' (a JSONL, CSV or YAML file) or 'format' (a dataset plugin)")
+        return self
+
+
+class StdioServer(Strict):
+    command: str
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+
+
+class HttpServer(Strict):
+    url: str = Field(pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+McpServer = StdioServer | HttpServer
+
+
+class VariantConfig(Strict):
+    id: str = Field(pattern=ID_PATTERN)
+    client: str = Field("agent", description="A client kind: agent, command, or a mst.clients plugin.")
+    model: str | None = Field(None, description="Model name, e.g. mock, or provider:model.")
+    baseline: bool = False
+    mcpServers: dict[str, McpServer] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict, description="Client settings; checked by the client.")
+
+
+CasePassRule = Literal["all", "any", "majority"]
+
+
+class CasePass(Strict):
+    atLeast: float = Field(ge=0, le=1, description="Fraction of trials that must pass.")
+
+
+class EvalConfig(Strict):
+    """An eval: cases, the variants that attempt them, and how attempts are graded."""
+
+    model_config = ConfigDict(
+        extra="forbid", hide_input_in_errors=True, title="mst eval", json_schema_extra={"$id": "mst.eval/v1"}
+    )
+
+    name: str = Field(min_length=1)
+    description: str | None = None
+    runsDir: str | None = Field(None, description="Where runs are written; default ./runs.")
+    trials: int = Field(1, ge=1, le=10_000, description="Trials per case for every variant.")
+    concurrency: int = Field(4, ge=1, le=10_000)
+    deadlineSeconds: float = Field(600, gt=0, description="mst's deadline for one attempt.")
+    seed: int = 0
+    casePass: CasePassRule | CasePass = Field(
+        "all", description="When a case passes: all trials (default), any, majority, or {atLeast: f}."
+    )
+    cases: list[CaseConfig] = Field(default_factory=list)
+    datasets: list[DatasetConfig] = Field(default_factory=list)
+    variants: list[VariantConfig] = Field(min_length=1)
+    assertions: list[Assertion] = Field(default_factory=list, description="Applied to every case.")
+    judges: list[JudgeConfig] = Field(default_factory=list, description="Applied to every case.")
+    pairwise: PairwiseConfig | None = None
+    graders: dict[str, Any] | None = Field(None, description="Deterministic graders (seed 002 §3).")
+    redact: list[str] = Field(default_factory=list, description="Extra regexes redacted from transcripts.")
+
+    @model_validator(mode="after")
+    def _check(self) -> EvalConfig:
+        ids = [v.id for v in self.variants]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"variant ids must be unique; repeated: {', '.join(dupes)}")
+        if sum(v.baseline for v in self.variants) > 1:
+            raise ValueError("at most one variant may be the baseline")
+        if self.pairwise is not None and not any(v.baseline for v in self.variants):
+            raise ValueError("a pairwise judge needs one variant marked `baseline: true`")
+        if not self.cases and not self.datasets:
+            raise ValueError("give cases inline (`cases`) or from files (`datasets`)")
+        return self

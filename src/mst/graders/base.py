@@ -1,0 +1,78 @@
+"""What every built-in grader receives and returns.
+
+A grader is a function of one :class:`GraderInput` (the session, the shared lookups, its own
+data-only configuration, and the case's ``expected`` value) to a :class:`Measurement`. Nothing
+else reaches it, so a grader cannot read files, clocks or the environment even by accident, and
+the same input always gives the same measurement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from mst.session.lookups import SessionLookups
+
+Direction = Literal["higher", "lower"]
+
+
+@dataclass(frozen=True, slots=True)
+class GraderInput:
+    session: Sequence[Mapping[str, Any]]
+    lookups: SessionLookups
+    config: Mapping[str, Any]
+    expected: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """A value (None when the evidence is missing) and a message saying what it is based on."""
+
+    value: float | None
+    message: str
+
+
+GraderFn = Callable[[GraderInput], Measurement]
+ConfigCheck = Callable[[Any], str | None]
+
+
+def measured(value: float, message: str) -> Measurement:
+    return Measurement(float(value), message)
+
+
+def unavailable(message: str) -> Measurement:
+    return Measurement(None, message)
+
+
+def is_number(value: Any) -> bool:
+    """A finite real number; bools are excluded because YAML ``yes`` is not a threshold."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltinGrader:
+    """A registered built-in: its fixed identity and its computation.
+
+    ``unit``, ``direction``, ``min`` and ``max`` define what the number means, so configuration
+    may restate but never change them (an override would silently change an existing metric).
+    ``config`` maps each accepted configuration key to a check returning an error or None.
+    """
+
+    id: str
+    name: str
+    description: str
+    unit: str
+    direction: Direction
+    compute: GraderFn
+    default: bool
+    threshold: float | None = None
+    min: float | None = None
+    max: float | None = None
+    config: Mapping[str, ConfigCheck] | None = None
+    version: int = 1
+
+    @property
+    def implementation(self) -> dict[str, Any]:
+        return {"id": f"mst.builtin/{self.id}", "version": self.version}

@@ -1,0 +1,233 @@
+"""The ten default built-in graders (seed 002 §4): fast, linear, enabled unless disabled.
+
+Each reads only the shared lookups (plus, for retries and artifacts, the event-type index), so
+grading a million-event session costs one pass for the lookups and a few passes over the much
+smaller lists of calls and requests.
+
+The common rule: **missing evidence is unavailable**. A ratio over zero calls is undefined; a
+count is reported as 0 only when the session shows that what it counts could have been observed
+(for tool calls: the agent left a completion record, so its event stream is whole); token metrics
+need per-request token evidence on *every* request, because a partial sum is a different number
+from the one the metric defines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mst.graders.base import BuiltinGrader, GraderInput, Measurement, measured, unavailable
+from mst.session.lookups import SAFE_OUTPUT_RESULT, ModelRequest, SessionLookups, event_data, is_main_agent
+
+
+def _calls_note(lookups: SessionLookups) -> str:
+    if lookups.gateway_duplicates:
+        return f" ({lookups.gateway_duplicates} duplicate gateway records not counted)"
+    return ""
+
+
+def _no_calls(lookups: SessionLookups, counted: str) -> Measurement:
+    """Zero calls is an observed 0 only when the agent's stream is known to be complete."""
+    if lookups.completed:
+        return measured(0, f"no tool calls in a completed session: 0 {counted}")
+    return unavailable("no tool calls and no completion record: cannot tell whether calls happened")
+
+
+def tool_success_rate(inp: GraderInput) -> Measurement:
+    """Successful / total calls. Unfinished calls count as failures (seed 002 §2): a call that
+    never reported a result did not deliver one. Zero calls → unavailable: 0/0 is not 100%."""
+    calls = inp.lookups.tool_calls
+    if not calls:
+        return unavailable("no tool calls: a success rate over zero calls is undefined")
+    ok = sum(1 for c in calls if c.success)
+    return measured(ok / len(calls), f"{ok} of {len(calls)} tool calls succeeded{_calls_note(inp.lookups)}")
+
+
+def tool_failure_count(inp: GraderInput) -> Measurement:
+    """Failed plus unfinished calls, after native-over-gateway deduplication."""
+    calls = inp.lookups.tool_calls
+    if not calls:
+        return _no_calls(inp.lookups, "failures")
+    unfinished = sum(1 for c in calls if not c.finished)
+    failed = sum(1 for c in calls if c.finished and not c.success)
+    msg = f"{failed} failed and {unfinished} unfinished of {len(calls)} tool calls{_calls_note(inp.lookups)}"
+    return measured(failed + unfinished, msg)
+
+
+def _is_retry(event_type: str, data: Mapping[str, Any]) -> bool:
+    """A retry observation: an event whose type names a retry (``mcp.retry``, ``mcp.rpc.retry``),
+    or one flagged ``retry``/``isRetry``, or one recording ``attempt`` > 1. Cumulative counters
+    (``retryCount``) are deliberately ignored: summing snapshots would count one retry many times."""
+    if "retry" in event_type.rsplit(".", 1)[-1]:
+        return True
+    if data.get("retry") is True or data.get("isRetry") is True:
+        return True
+    attempt = data.get("attempt")
+    return isinstance(attempt, int) and not isinstance(attempt, bool) and attempt > 1
+
+
+def retries(inp: GraderInput) -> Measurement:
+    """Retry observations in main-agent ``mcp.*`` events. Without any main-agent MCP event the
+    gateway was not observing, so 0 would be a guess: unavailable."""
+    seen = 0
+    found = 0
+    for etype, positions in inp.lookups.by_type.items():
+        if not etype.startswith("mcp."):
+            continue
+        for pos in positions:
+            event = inp.session[pos]
+            if not is_main_agent(event):
+                continue
+            seen += 1
+            found += _is_retry(etype, event_data(event))
+    if seen == 0:
+        return unavailable("no main-agent MCP events: retries cannot be observed")
+    return measured(found, f"{found} retry observations in {seen} main-agent MCP events")
+
+
+def loops(inp: GraderInput) -> Measurement:
+    """Calls whose tool name and arguments equal the previous call's (three identical calls in a
+    row → 2). "Previous" is within the same agent: interleaved sub-agents are separate streams,
+    and one agent repeating another's call is not a loop."""
+    calls = inp.lookups.tool_calls
+    if not calls:
+        return _no_calls(inp.lookups, "loops")
+    last: dict[str | None, tuple[str, str]] = {}
+    count = 0
+    for call in calls:
+        key = (call.name, call.args_key)
+        if last.get(call.agent_id) == key:
+            count += 1
+        last[call.agent_id] = key
+    return measured(count, f"{count} of {len(calls)} calls repeated the previous call exactly")
+
+
+def trajectory_efficiency(inp: GraderInput) -> Measurement:
+    """Distinct tool names / calls; zero calls → unavailable (the ratio is undefined)."""
+    calls = inp.lookups.tool_calls
+    if not calls:
+        return unavailable("no tool calls: efficiency over zero calls is undefined")
+    distinct = len({c.name for c in calls})
+    return measured(distinct / len(calls), f"{distinct} distinct tools over {len(calls)} calls")
+
+
+def execution_step_count(inp: GraderInput) -> Measurement:
+    """Observed model requests: per-request records, else an aggregate report's request count."""
+    stats = inp.lookups.execution
+    count = stats.request_count
+    if count is None:
+        return unavailable("no model-request records or request counts for the main agent")
+    source = stats.request_source or stats.aggregate_source
+    return measured(count, f"{count} model requests (from {source})")
+
+
+def execution_duration(inp: GraderInput) -> Measurement:
+    """Observed main-agent duration in ms: an explicit ``durationMs`` on the agent's result, else
+    the span of its timestamps; never a clock reading taken while grading."""
+    stats = inp.lookups.execution
+    if stats.duration_ms is None:
+        return unavailable("no recorded duration or timestamps for the main agent")
+    return measured(stats.duration_ms, f"{stats.duration_ms:g} ms (from {stats.duration_source})")
+
+
+def _input_tokens(req: ModelRequest) -> int | None:
+    return req.usage.input
+
+
+def _total_tokens(req: ModelRequest) -> int | None:
+    return req.usage.tokens
+
+
+TokenGetter = Callable[[ModelRequest], int | None]
+
+
+def _per_request(inp: GraderInput, kind: str, get: TokenGetter) -> list[int] | Measurement:
+    """Per-request token counts of one kind, or the reason they cannot be used."""
+    requests = inp.lookups.execution.requests
+    if not requests:
+        return unavailable("no per-request token evidence for the main agent")
+    values = [get(r) for r in requests]
+    missing = sum(1 for v in values if v is None)
+    if missing:
+        return unavailable(f"{missing} of {len(requests)} model requests lack {kind} token counts")
+    return [v for v in values if v is not None]
+
+
+def working_set_rebuild_factor(inp: GraderInput) -> Measurement:
+    """Σ per-request input tokens / the largest single one: how many times the agent re-sent its
+    working set. A peak of 0 gives no scale, so the factor is unavailable rather than infinite."""
+    values = _per_request(inp, "input", _input_tokens)
+    if isinstance(values, Measurement):
+        return values
+    peak = max(values)
+    if peak == 0:
+        return unavailable("peak input tokens is 0: the factor has no scale")
+    total = sum(values)
+    return measured(total / peak, f"{total} input tokens over {len(values)} requests, peak {peak}")
+
+
+def context_growth(inp: GraderInput) -> Measurement:
+    """Σ per-request total tokens / the first request's. First request of 0 tokens → unavailable."""
+    values = _per_request(inp, "total", _total_tokens)
+    if isinstance(values, Measurement):
+        return values
+    if values[0] == 0:
+        return unavailable("the first request has 0 tokens: growth has no base")
+    total = sum(values)
+    return measured(total / values[0], f"{total} tokens over {len(values)} requests, first {values[0]}")
+
+
+def artifact_production(inp: GraderInput) -> Measurement:
+    """``safe_output.result`` events, from any phase (safe outputs are processed after the agent).
+    0 needs a completed session or some safe-output activity; otherwise it is unavailable."""
+    lookups = inp.lookups
+    count = len(lookups.positions(SAFE_OUTPUT_RESULT))
+    observed = lookups.completed or any(t.startswith("safe_output.") for t in lookups.by_type)
+    if count == 0 and not observed:
+        return unavailable("no safe-output evidence and no completion record")
+    return measured(count, f"{count} safe-output results")
+
+
+DEFAULT_GRADERS: tuple[BuiltinGrader, ...] = (
+    BuiltinGrader(
+        "tool-success-rate", "Tool success rate", "Successful tool calls / total tool calls",
+        "ratio", "higher", tool_success_rate, True, threshold=0.9, min=0.0, max=1.0,
+    ),
+    BuiltinGrader(
+        "tool-failure-count", "Tool failure count", "Failed or unfinished tool calls",
+        "count", "lower", tool_failure_count, True, min=0.0,
+    ),
+    BuiltinGrader(
+        "retries", "Retries", "Retry observations in main-agent MCP events",
+        "count", "lower", retries, True, min=0.0,
+    ),
+    BuiltinGrader(
+        "loops", "Loops", "Consecutive calls with identical tool names and arguments",
+        "count", "lower", loops, True, min=0.0,
+    ),
+    BuiltinGrader(
+        "trajectory-efficiency", "Trajectory efficiency", "Distinct tool names / total calls",
+        "ratio", "higher", trajectory_efficiency, True, min=0.0, max=1.0,
+    ),
+    BuiltinGrader(
+        "execution-step-count", "Execution step count", "Observed model request count",
+        "count", "lower", execution_step_count, True, min=0.0,
+    ),
+    BuiltinGrader(
+        "execution-duration", "Execution duration", "Observed duration in milliseconds",
+        "ms", "lower", execution_duration, True, min=0.0,
+    ),
+    BuiltinGrader(
+        "working-set-rebuild-factor", "Working-set rebuild factor",
+        "Cumulative input tokens / peak invocation input tokens",
+        "factor", "lower", working_set_rebuild_factor, True, min=1.0,
+    ),
+    BuiltinGrader(
+        "context-growth", "Context growth", "Total tokens / first-request tokens",
+        "factor", "lower", context_growth, True, min=1.0,
+    ),
+    BuiltinGrader(
+        "artifact-production", "Artifact production", "Safe-output result count",
+        "count", "higher", artifact_production, True, min=0.0,
+    ),
+)  # fmt: skip

@@ -1,0 +1,169 @@
+"""Running the enabled graders and the results schema, version 2 (seed 002 §5).
+
+``run_graders`` is the one implementation behind the grading phase and ``mst graders run``:
+lookups are built once (or passed in), each enabled grader runs against the same read-only
+session, and each outcome becomes one result dict. A grader that raises, or returns a value that
+is not finite or lies outside its declared range, is recorded as ``error`` with value None — a
+broken computation must never read as a score.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from mst.graders.base import GraderInput, Measurement
+from mst.graders.config import GradersConfig, GraderSpec
+from mst.graders.registry import BUILTINS
+from mst.session.lookups import SessionLookups, create_session_lookups
+
+SCHEMA_VERSION: Final = 2
+MANIFEST_EVENT: Final = "grader.manifest"
+RESULT_EVENT: Final = "grader.result"
+GRADING_COMPONENT: Final = "mst.graders"
+RUNTIME_UNAVAILABLE: Final = "custom grader runtime not available in this build"
+
+STATUS_PASS: Final = "pass"
+STATUS_FAIL: Final = "fail"
+STATUS_UNAVAILABLE: Final = "unavailable"
+STATUS_ERROR: Final = "error"
+THRESHOLD_MET: Final = "met"
+THRESHOLD_MISSED: Final = "missed"
+
+
+def manifest_entry(spec: GraderSpec) -> dict[str, Any]:
+    """Data-only description of one grader: never its script or Bash source, only a digest."""
+    entry: dict[str, Any] = {
+        "id": spec.id,
+        "kind": spec.kind,
+        "enabled": spec.enabled,
+        "name": spec.name,
+        "description": spec.description,
+        "unit": spec.unit,
+        "direction": spec.direction,
+        "threshold": spec.threshold,
+        "min": spec.min,
+        "max": spec.max,
+        "config": dict(spec.config),
+        "implementation": spec.implementation,
+    }
+    if spec.run is not None:
+        entry["run"] = spec.run
+    return entry
+
+
+def build_manifest(config: GradersConfig) -> dict[str, Any]:
+    """All known graders, disabled ones included, so disabling persists through replay."""
+    return {"schemaVersion": SCHEMA_VERSION, "graders": [manifest_entry(s) for s in config.specs]}
+
+
+def _threshold(spec: GraderSpec, value: float) -> str | None:
+    if spec.threshold is None:
+        return None
+    met = value >= spec.threshold if spec.direction == "higher" else value <= spec.threshold
+    return THRESHOLD_MET if met else THRESHOLD_MISSED
+
+
+def _out_of_range(spec: GraderSpec, value: float) -> str | None:
+    if not math.isfinite(value):
+        return f"grader returned a non-finite value ({value})"
+    if spec.min is not None and value < spec.min:
+        return f"grader returned {value:g}, below its declared minimum {spec.min:g}"
+    if spec.max is not None and value > spec.max:
+        return f"grader returned {value:g}, above its declared maximum {spec.max:g}"
+    return None
+
+
+def make_result(
+    spec: GraderSpec, measurement: Measurement | None, error: str | None = None
+) -> dict[str, Any]:
+    """One schema-v2 result. ``status`` is ``pass`` when a value exists and no threshold is
+    missed (a metric with no threshold has nothing to fail), ``fail`` when its threshold is
+    missed, ``unavailable`` without a value, ``error`` when the computation failed."""
+    value = measurement.value if measurement is not None else None
+    message = measurement.message if measurement is not None else ""
+    if error is None and value is not None:
+        error = _out_of_range(spec, value)
+    outcome: str | None = None
+    if error is not None:
+        status, value, message = STATUS_ERROR, None, error
+    elif value is None:
+        status = STATUS_UNAVAILABLE
+    else:
+        outcome = _threshold(spec, value)
+        status = STATUS_FAIL if outcome == THRESHOLD_MISSED else STATUS_PASS
+    return {
+        "id": spec.id,
+        "implementation": spec.implementation,
+        "value": value,
+        "unit": spec.unit,
+        "direction": spec.direction,
+        "status": status,
+        "threshold": spec.threshold,
+        "thresholdOutcome": outcome,
+        "message": message,
+    }
+
+
+def run_one(spec: GraderSpec, inp: GraderInput) -> dict[str, Any]:
+    """Run a single grader; any exception becomes an ``error`` result naming the exception."""
+    if spec.kind != "builtin":
+        return make_result(spec, None, RUNTIME_UNAVAILABLE)
+    try:
+        measurement = BUILTINS[spec.id].compute(inp)
+    except Exception as exc:  # a grader bug must not stop the others or become a score
+        return make_result(spec, None, f"{type(exc).__name__}: {exc}")
+    return make_result(spec, measurement)
+
+
+@dataclass(frozen=True, slots=True)
+class GraderRun:
+    """The manifest and results of one grading, and the events that record them in the session."""
+
+    manifest: dict[str, Any]
+    results: list[dict[str, Any]]
+    base_index: int
+
+    def results_document(self) -> dict[str, Any]:
+        """The ``grader_results.json`` content."""
+        return {"schemaVersion": SCHEMA_VERSION, "results": self.results}
+
+    def events(self) -> list[dict[str, Any]]:
+        """``grader.manifest`` then one ``grader.result`` per result, provenance phase
+        ``grading``, indexed after the session's last event. Their data equal the persisted
+        documents, so the files and the graded session can be checked against each other."""
+        docs = [(MANIFEST_EVENT, self.manifest), *((RESULT_EVENT, r) for r in self.results)]
+        return [
+            {
+                "type": etype,
+                "data": data,
+                "provenance": {
+                    "component": GRADING_COMPONENT,
+                    "phase": "grading",
+                    "index": self.base_index + i,
+                },
+            }
+            for i, (etype, data) in enumerate(docs)
+        ]
+
+
+def run_graders(
+    session: Sequence[Mapping[str, Any]],
+    config: GradersConfig,
+    *,
+    expected: Any = None,
+    lookups: SessionLookups | None = None,
+) -> GraderRun:
+    """Grade one (already redacted) session with every enabled grader, in registry order.
+
+    The session is shared, never copied and never mutated; ``lookups`` may be passed when the
+    caller already built them for this exact session.
+    """
+    shared = lookups if lookups is not None else create_session_lookups(session)
+    results = []
+    for spec in config.enabled:
+        inp = GraderInput(session, shared, spec.config, expected)
+        results.append(run_one(spec, inp))
+    return GraderRun(build_manifest(config), results, len(session))

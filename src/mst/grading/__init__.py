@@ -1,0 +1,83 @@
+"""Grading: assertions, code judges and pairwise comparisons of trials (DESIGN.md, "Grading").
+
+The public surface a collector, a regrade and a shard worker use. ``grading`` reads
+transcripts and writes verdicts; it knows nothing of collecting, clients or runners.
+"""
+
+from mst.grading.assertions import (
+    AssertionConfigError,
+    assertion_identity,
+    assertion_name,
+    compile_path,
+    evaluate,
+    json_equal,
+    select,
+)
+from mst.grading.grade import (
+    CaseComparison,
+    GradingSource,
+    JudgeOutcome,
+    LiveSource,
+    PairOutcome,
+    TrialGrading,
+    case_view,
+    combine_orders,
+    compare_pairwise,
+    compare_pairwise_async,
+    grade_trial,
+    grade_trial_async,
+    grader_names,
+)
+from mst.grading.judges import (
+    ENTRY_POINT_GROUP,
+    CaseView,
+    JudgeLoadError,
+    JudgeReturnError,
+    Preference,
+    TranscriptUnavailable,
+    TrialView,
+    Verdict,
+    correlate_tool_calls,
+    judge_identity,
+    load_callable,
+    resolve_judge,
+    to_preference,
+    to_verdict,
+)
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "AssertionConfigError",
+    "CaseComparison",
+    "CaseView",
+    "GradingSource",
+    "JudgeLoadError",
+    "JudgeOutcome",
+    "JudgeReturnError",
+    "LiveSource",
+    "PairOutcome",
+    "Preference",
+    "TranscriptUnavailable",
+    "TrialGrading",
+    "TrialView",
+    "Verdict",
+    "assertion_identity",
+    "assertion_name",
+    "case_view",
+    "combine_orders",
+    "compare_pairwise",
+    "compare_pairwise_async",
+    "compile_path",
+    "correlate_tool_calls",
+    "evaluate",
+    "grade_trial",
+    "grade_trial_async",
+    "grader_names",
+    "json_equal",
+    "judge_identity",
+    "load_callable",
+    "resolve_judge",
+    "select",
+    "to_preference",
+    "to_verdict",
+]

@@ -1,0 +1,231 @@
+"""The grading phase over a run directory: decide what to grade, grade it, journal it.
+
+Used by `mst run` (after collecting), `mst run --resume`, `mst grade` (a regrade into a new run)
+and `mst grade --resume` (in place). All of them call :func:`grade_trial`,
+:func:`compare_pairwise` and the graders in the same way, through one :class:`GradingSource`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from mst import endings
+from mst.config.errors import Problem, UserError
+from mst.config.resolved import ResolvedCase, ResolvedEval
+from mst.grading import LiveSource, TrialView, compare_pairwise, grade_trial
+from mst.progress import Progress
+from mst.runs.files import Journal, atomic_write_json
+from mst.runs.layout import Key, RunPaths
+from mst.runs.run import Run
+from mst.session.io import TranscriptError, write_transcript
+from mst.session.redact import Redactor
+
+
+@dataclass
+class GradePlan:
+    trials: list[Key] = field(default_factory=list)
+    keep: dict[Key, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    pairs: list[tuple[str, str]] = field(default_factory=list)  # (candidate, case)
+
+    @staticmethod
+    def grader_ids(resolved: ResolvedEval) -> list[str]:
+        config = resolved.graders
+        return sorted(config.enabled_ids) if config is not None else []
+
+
+def plan_grading(run: Run, resolved: ResolvedEval, *, resume: bool) -> GradePlan:
+    """What needs grading. With ``resume``, valid earlier verdicts are kept, not redone."""
+    if resume:
+        _refuse_changed_judges(run, resolved)
+    plan = GradePlan()
+    for key in sorted(run.attempts):
+        if not endings.is_trial(run.ending(key)):
+            continue
+        earlier = run.trial_grades.get(key) if resume else None
+        if earlier is not None and earlier.get("status") == "graded" and _still_valid(earlier, resolved, key):
+            continue
+        plan.trials.append(key)
+        if earlier is not None:
+            plan.keep[key] = {v["judge"]: v for v in earlier.get("verdicts", [])}
+    baseline = resolved.baseline
+    if resolved.pairwise is not None and baseline is not None:
+        for case in resolved.cases:
+            for variant in resolved.variants:
+                if variant.id == baseline.id:
+                    continue
+                earlier = run.comparisons.get((variant.id, case.id)) if resume else None
+                if earlier is None or not _comparison_valid(earlier, run, resolved, variant.id, baseline.id, case):
+                    plan.pairs.append((variant.id, case.id))
+    return plan
+
+
+def _still_valid(earlier: dict[str, Any], resolved: ResolvedEval, key: Key) -> bool:
+    """A graded trial stays graded when every judge that graded it is unchanged."""
+    from mst.grading.grade import grader_names
+
+    current = dict(grader_names(resolved.case(key[1])))
+    recorded = {v["judge"]: v.get("identity") for v in earlier.get("verdicts", [])}
+    return current == recorded and _graders_done(earlier, resolved)
+
+
+def _graders_done(earlier: dict[str, Any], resolved: ResolvedEval) -> bool:
+    wanted = set(GradePlan.grader_ids(resolved))
+    have = {g["id"] for g in earlier.get("graders", []) if g.get("status") != "error"}
+    return wanted <= have
+
+
+def _comparison_valid(earlier: dict[str, Any], run: Run, resolved: ResolvedEval, candidate: str,
+                      baseline: str, case: ResolvedCase) -> bool:
+    assert resolved.pairwise is not None
+    if earlier.get("identity") != resolved.pairwise.identity or earlier.get("errors"):
+        return False
+    compared = {p["trial"] for p in earlier.get("pairs", [])}
+    return compared == set(_pair_indexes(run, candidate, baseline, case))
+
+
+def _pair_indexes(run: Run, candidate: str, baseline: str, case: ResolvedCase) -> list[int]:
+    return [t for t in range(case.trials)
+            if _is_trial(run, (candidate, case.id, t)) and _is_trial(run, (baseline, case.id, t))]
+
+
+def _is_trial(run: Run, key: Key) -> bool:
+    return key in run.attempts and endings.is_trial(run.ending(key))
+
+
+def _refuse_changed_judges(run: Run, resolved: ResolvedEval) -> None:
+    """Resume refuses when the cases or the set of judges changed since the grading began."""
+    recorded = run.meta.get("grading")
+    if not recorded:
+        return
+    run_cases = {c["id"] for c in run.meta["cases"]}
+    if run_cases != {c.id for c in resolved.cases}:
+        raise UserError(Problem(str(run.paths.run_json), "the eval's cases changed since this run was graded; "
+                                "regrade it with `mst grade RUN` instead of --resume"))
+    judges = {c.id: sorted(j.id for j in c.judges) for c in resolved.cases}
+    pairwise = resolved.pairwise.id if resolved.pairwise else None
+    if recorded.get("judges") != judges or recorded.get("pairwise") != pairwise:
+        raise UserError(Problem(str(run.paths.run_json), "the set of judges changed since this run was graded; "
+                                "regrade it with `mst grade RUN` instead of --resume"))
+    if recorded.get("graders", []) != GradePlan.grader_ids(resolved):
+        raise UserError(Problem(str(run.paths.run_json), "the set of graders changed since this run was graded; "
+                                "regrade it with `mst grade RUN` instead of --resume"))
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def trial_view(run: Run, key: Key, case: ResolvedCase) -> TrialView:
+    record = run.attempts[key]
+    transcript = record.get("transcript")
+    artifacts = record.get("artifacts")
+    return TrialView.of(
+        case, variant=key[0], trial=key[2], answer=record.get("answer"), ending=record["ending"],
+        transcript=run.paths.root / transcript if transcript else None, usage=record.get("usage"),
+        artifacts_dir=run.paths.root / artifacts if artifacts else None,
+    )
+
+
+def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, *, secrets: dict[str, str],
+              progress: Progress) -> None:
+    """Grade what ``plan`` lists, journaling each record as it is made."""
+    source = LiveSource(resolved.base_dir)
+    redactor = Redactor(secrets.values(), resolved.config.redact)
+    progress.start("grade", len(plan.trials) + len(plan.pairs))
+    with _secrets_in_env(secrets), Journal(run.paths.grading_journal) as journal:
+        for key in plan.trials:
+            case = resolved.case(key[1])
+            view = trial_view(run, key, case)
+            record = grade_trial(view, case, source, keep=plan.keep.get(key)).to_json()
+            _run_graders(run, resolved, key, view, record, redactor)
+            record = redactor.value(record)
+            journal.append(record)
+            run.trial_grades[key] = record
+            progress.advance()
+        for candidate, case_id in plan.pairs:
+            record = _compare(run, resolved, candidate, resolved.case(case_id), source)
+            record = redactor.value(record)
+            journal.append(record)
+            run.comparisons[(candidate, case_id)] = record
+            progress.advance()
+    progress.finish()
+    run.meta["phases"]["grade"] = "complete" if grading_complete(run, resolved) else "partial"
+
+
+def _compare(run: Run, resolved: ResolvedEval, candidate: str, case: ResolvedCase,
+             source: LiveSource) -> dict[str, Any]:
+    assert resolved.pairwise is not None and resolved.baseline is not None
+    baseline = resolved.baseline.id
+    indexes = _pair_indexes(run, candidate, baseline, case)
+    cand = [trial_view(run, (candidate, case.id, t), case) for t in indexes]
+    base = [trial_view(run, (baseline, case.id, t), case) for t in indexes]
+    earlier = run.comparisons.get((candidate, case.id))
+    result = compare_pairwise(case, cand, base, resolved.pairwise, source, keep=earlier,
+                              candidate=candidate, baseline=baseline)
+    return {"kind": "pairwise", **result.to_json()}
+
+
+def _run_graders(run: Run, resolved: ResolvedEval, key: Key, view: TrialView, record: dict[str, Any],
+                 redactor: Redactor) -> None:
+    """Deterministic graders over the redacted session; results beside the trial, never in it."""
+    config = resolved.graders
+    if config is None or not config.enabled_ids:
+        return
+    from mst.graders import run_graders
+
+    try:
+        session = [redactor.value(e) for e in view.events] if redactor.active else list(view.events)
+    except TranscriptError as exc:
+        record["errors"].append({"judge": "graders", "kind": "grader", "identity": None, "message": str(exc)})
+        record["status"], record["passed"] = "ungraded", None
+        return
+    result = run_graders(session, config, expected=view.expected)
+    rel = RunPaths.graders_rel(*key)
+    folder = run.paths.root / rel
+    atomic_write_json(folder / "grader_manifest.json", result.manifest)
+    atomic_write_json(folder / "grader_results.json", {"schemaVersion": 2, "results": result.results})
+    write_transcript(folder / "session.jsonl", [*session, *result.events()])
+    record["graders"] = [{"id": r["id"], "value": r["value"], "status": r["status"]} for r in result.results]
+    record["gradersPath"] = rel
+    failed = [r for r in result.results if r["status"] == "error"]
+    for r in failed:
+        record["errors"].append({"judge": f"grader:{r['id']}", "kind": "grader", "identity": None,
+                                 "message": r.get("message") or "grader error"})
+    if failed:
+        record["status"], record["passed"] = "ungraded", None
+
+
+def grading_complete(run: Run, resolved: ResolvedEval) -> bool:
+    for key in run.attempts:
+        if endings.is_trial(run.ending(key)):
+            grade = run.trial_grades.get(key)
+            if grade is None or grade.get("status") != "graded":
+                return False
+    if resolved.pairwise is not None and resolved.baseline is not None:
+        for case in resolved.cases:
+            for variant in resolved.variants:
+                if variant.baseline:
+                    continue
+                comp = run.comparisons.get((variant.id, case.id))
+                if comp is None or comp.get("errors"):
+                    return False
+    return True
+
+
+@contextmanager
+def _secrets_in_env(secrets: dict[str, str]) -> Iterator[None]:
+    """Judges read their keys from the environment, as they would in a grade worker."""
+    saved = {k: os.environ.get(k) for k in secrets}
+    os.environ.update(secrets)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+

@@ -1,0 +1,255 @@
+"""The commands' library side: run an eval, resume a run, regrade a run.
+
+Each function composes the phases (collect → grade → summarize) over one run directory and
+returns what the CLI prints. Nothing here prints or parses arguments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mst import __version__, endings
+from mst.collect import AttemptSpec, Collector, all_attempts
+from mst.config.errors import Problem, UserError
+from mst.config.resolved import ResolvedEval
+from mst.config.secrets import load_secrets
+from mst.grading_phase import GradePlan, grade_run, plan_grading
+from mst.progress import Progress, Silent
+from mst.resolve import resolve_eval
+from mst.runs.files import Journal
+from mst.runs.layout import RUN_SCHEMA, RunPaths, create_run_dir, key_of, relative_link, write_latest
+from mst.runs.run import Run, open_run
+from mst.runs.summary import finalize
+from mst.session.redact import Redactor
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USER = 2
+EXIT_INCOMPLETE = 3
+EXIT_INTERRUPTED = 130
+
+
+@dataclass
+class Outcome:
+    run: Run
+    summary: dict[str, Any]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_INCOMPLETE if self.summary["totals"]["incompleteCases"] else EXIT_OK
+
+
+def run_eval(
+    eval_path: Path,
+    *,
+    runs_dir: Path | None = None,
+    no_grade: bool = False,
+    concurrency: int | None = None,
+    secrets_file: Path | None = None,
+    progress: Progress | None = None,
+) -> Outcome:
+    resolved = resolve_eval(eval_path)
+    secrets = load_secrets(secrets_file)
+    target = runs_dir or _default_runs_dir(resolved)
+    paths = create_run_dir(target, resolved.config.name)
+    run = Run(paths, _meta(paths, resolved, no_grade=no_grade))
+    run.write()
+    write_latest(paths)
+    return _collect_and_grade(run, resolved, all_attempts(resolved), secrets, concurrency, progress)
+
+
+def resume_run(
+    run_dir: Path,
+    *,
+    concurrency: int | None = None,
+    secrets_file: Path | None = None,
+    progress: Progress | None = None,
+) -> Outcome:
+    """Collect what is missing and what a retry can help, then grade what is ungraded."""
+    run = open_run(run_dir, repair=True)
+    resolved = _resolve_for(run)
+    secrets = load_secrets(secrets_file)
+    return _collect_and_grade(run, resolved, list(_to_resume(run, resolved)), secrets, concurrency, progress)
+
+
+def grade(
+    run_dir: Path,
+    *,
+    eval_path: Path | None = None,
+    resume: bool = False,
+    runs_dir: Path | None = None,
+    secrets_file: Path | None = None,
+    progress: Progress | None = None,
+) -> Outcome:
+    """Regrade a run into a new run (``regradeOf``), or with ``resume`` finish one in place."""
+    source = open_run(run_dir, repair=resume)
+    resolved = resolve_eval(eval_path) if eval_path else _resolve_for(source, check_digest=False)
+    secrets = load_secrets(secrets_file)
+    progress = progress or Silent()
+    if resume:
+        plan = plan_grading(source, resolved, resume=True)
+        run = source
+    else:
+        run = _new_regrade(source, resolved, runs_dir)
+        plan = plan_grading(run, resolved, resume=False)
+    run.meta["phases"]["grade"] = "partial"
+    run.meta["grading"] = _grading_meta(resolved)
+    run.write()
+    grade_run(run, resolved, plan, secrets=secrets, progress=progress)
+    return _finish(run, resolved)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _collect_and_grade(
+    run: Run, resolved: ResolvedEval, specs: Iterable[AttemptSpec], secrets: dict[str, str],
+    concurrency: int | None, progress: Progress | None,
+) -> Outcome:
+    progress = progress or Silent()
+    redactor = Redactor(secrets.values(), resolved.config.redact)
+    specs = list(specs)
+    progress.start("collect", len(specs))
+    with Journal(run.paths.attempts) as journal:
+        def on_attempt(record: dict[str, Any]) -> None:
+            journal.append(record)
+            run.attempts[key_of(record)] = record
+            progress.advance()
+
+        collector = Collector(resolved, run.paths.root, secrets=secrets, redactor=redactor,
+                              on_attempt=on_attempt, concurrency=concurrency)
+        asyncio.run(collector.run(specs))
+    progress.finish()
+    run.meta["phases"]["collect"] = "complete" if _all_collected(run, resolved) else "partial"
+    if run.meta.get("noGrade"):
+        run.meta["phases"]["grade"] = "skipped"
+    else:
+        run.meta["grading"] = _grading_meta(resolved)
+        run.write()
+        plan = plan_grading(run, resolved, resume=True)
+        grade_run(run, resolved, plan, secrets=secrets, progress=progress)
+    return _finish(run, resolved)
+
+
+def _finish(run: Run, resolved: ResolvedEval) -> Outcome:
+    summary = finalize(run, resolved)
+    run.meta["updatedAt"] = _now()
+    run.write()
+    write_latest(run.paths)
+    return Outcome(run, summary)
+
+
+def _to_resume(run: Run, resolved: ResolvedEval) -> Iterable[AttemptSpec]:
+    """Missing attempts and retryable infrastructure failures; never a trial."""
+    for spec in all_attempts(resolved):
+        key = (spec.variant.id, spec.case.id, spec.trial)
+        record = run.attempts.get(key)
+        if record is None:
+            yield spec
+        elif endings.is_retryable(endings.from_record(record)):
+            yield AttemptSpec(spec.variant, spec.case, spec.trial, int(record.get("try", 1)) + 1)
+
+
+def _all_collected(run: Run, resolved: ResolvedEval) -> bool:
+    return all((s.variant.id, s.case.id, s.trial) in run.attempts for s in all_attempts(resolved))
+
+
+def _resolve_for(run: Run, *, check_digest: bool = True) -> ResolvedEval:
+    eval_path = Path(run.meta["eval"]["path"])
+    if not eval_path.is_file():
+        raise UserError(Problem(str(run.paths.run_json), f"the run's eval file {eval_path} no longer exists; "
+                                "pass --eval FILE", "eval.path"))
+    resolved = resolve_eval(eval_path)
+    if check_digest and resolved.digest != run.meta["eval"]["digest"]:
+        raise UserError(Problem(str(eval_path), "the eval file changed since this run started; resuming would "
+                                "mix two evals. Start a new run, or regrade with `mst grade`"))
+    return resolved
+
+
+def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None) -> Run:
+    if source.meta["phases"].get("collect") != "complete" and not source.attempts:
+        raise UserError(Problem(str(source.paths.root), "the run has no collected attempts to grade"))
+    run_case_ids = {c["id"] for c in source.meta["cases"]}
+    eval_case_ids = {c.id for c in resolved.cases}
+    if run_case_ids != eval_case_ids:
+        raise UserError(Problem(str(resolved.path), "the eval's cases differ from the run's "
+                                f"({_diff(run_case_ids, eval_case_ids)}); regrade with the eval the run used"))
+    paths = create_run_dir(runs_dir or source.paths.root.parent, resolved.config.name)
+    meta = {**_meta(paths, resolved, no_grade=False), "regradeOf": source.id,
+            "phases": {"collect": source.meta["phases"].get("collect", "complete"), "grade": "partial"},
+            "runner": source.meta.get("runner", {"name": "local"})}
+    meta["eval"]["collectedDigest"] = source.meta["eval"].get("digest")
+    run = Run(paths, meta)
+    for key, record in source.attempts.items():
+        run.attempts[key] = _link_attempt(source.paths, paths, record)
+    return run
+
+
+def _link_attempt(src: RunPaths, dst: RunPaths, record: dict[str, Any]) -> dict[str, Any]:
+    """Reference the source run's transcript and artifacts by hard link, never by copy."""
+    for field in ("transcript", "artifacts"):
+        rel = record.get(field)
+        if not rel:
+            continue
+        source_path = src.root / rel
+        if source_path.is_dir():
+            for file in source_path.rglob("*"):
+                if file.is_file():
+                    relative_link(file, dst.root / rel / file.relative_to(source_path))
+        elif source_path.is_file():
+            relative_link(source_path, dst.root / rel)
+    return dict(record)
+
+
+def _diff(a: set[str], b: set[str]) -> str:
+    parts = []
+    if a - b:
+        parts.append("only in the run: " + ", ".join(sorted(a - b)[:5]))
+    if b - a:
+        parts.append("only in the eval: " + ", ".join(sorted(b - a)[:5]))
+    return "; ".join(parts)
+
+
+def _default_runs_dir(resolved: ResolvedEval) -> Path:
+    if resolved.config.runsDir:
+        return (resolved.base_dir / resolved.config.runsDir).resolve()
+    return Path("runs")
+
+
+def _meta(paths: RunPaths, resolved: ResolvedEval, *, no_grade: bool) -> dict[str, Any]:
+    cfg = resolved.config
+    return {
+        "schema": RUN_SCHEMA,
+        "id": paths.root.name,
+        "mst": __version__,
+        "createdAt": _now(),
+        "eval": {"name": cfg.name, "path": str(resolved.path.resolve()), "digest": resolved.digest},
+        "seed": cfg.seed,
+        "variants": [{"id": v.id, "client": v.client, "model": v.model, "baseline": v.baseline}
+                     for v in cfg.variants],
+        "cases": [{"id": c.id, "trials": c.trials} for c in resolved.cases],
+        "phases": {"collect": "partial", "grade": "skipped" if no_grade else "partial"},
+        "noGrade": no_grade,
+        "runner": {"name": "local"},
+        "regradeOf": None,
+    }
+
+
+def _grading_meta(resolved: ResolvedEval) -> dict[str, Any]:
+    """What the grading was done with: resume refuses when this set changes."""
+    return {
+        "runner": {"name": "local"},
+        "source": "live",
+        "judges": {c.id: sorted(j.id for j in c.judges) for c in resolved.cases},
+        "pairwise": resolved.pairwise.id if resolved.pairwise else None,
+        "graders": GradePlan.grader_ids(resolved),
+    }
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

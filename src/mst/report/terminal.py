@@ -1,0 +1,98 @@
+"""The terminal side: a rich progress bar while working, the summary table at the end."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from mst.runs.run import Run
+
+
+class RichProgress:
+    """A rich progress bar per phase, on stderr so `--json` output stays clean."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self._console = Console(stderr=True)
+        self._enabled = enabled and self._console.is_terminal
+        self._progress: Progress | None = None
+        self._task: Any = None
+
+    def __enter__(self) -> RichProgress:
+        if self._enabled:
+            self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                      TimeElapsedColumn(), console=self._console, transient=False)
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def start(self, phase: str, total: int) -> None:
+        if self._progress is not None:
+            self._task = self._progress.add_task(phase, total=total)
+
+    def advance(self, n: int = 1) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.advance(self._task, n)
+
+    def finish(self) -> None:
+        self._task = None
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def _interval(rate: dict[str, Any] | None) -> str:
+    if not rate or rate.get("estimate") is None:
+        return "—"
+    low, high = rate.get("low"), rate.get("high")
+    if low is None or high is None:
+        return _pct(rate["estimate"])
+    return f"{_pct(rate['estimate'])} [{_pct(low)}, {_pct(high)}]"
+
+
+def print_summary(run: Run, summary: dict[str, Any], *, as_json: bool = False) -> None:
+    if as_json:
+        import orjson
+
+        sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    console = Console()
+    console.print(variant_table(summary))
+    for variant in summary["variants"]:
+        for item in variant.get("needsFix", [])[:10]:
+            console.print(f"[red]needs a fix[/red] {variant['id']}/{item['case']}/{item['trial']}: "
+                          f"{item['what']}: {item['why']}")
+    phases = summary.get("phases", {})
+    console.print(f"run {run.id}: collect {phases.get('collect')}, grade {phases.get('grade')} → {run.paths.root}")
+    totals = summary["totals"]
+    if totals["incompleteCases"]:
+        console.print(f"[yellow]{totals['incompleteCases']} incomplete case(s)[/yellow]: "
+                      f"`mst run --resume {run.paths.root}` collects what a retry can help")
+
+
+def variant_table(summary: dict[str, Any]) -> Table:
+    table = Table(title=f"{summary.get('eval', '')}: pass rates (95% interval clustered by case)")
+    for col in ("variant", "pass rate", "pass@k", "pass^k", "cases ✓/✗/…", "infra", "vs baseline"):
+        table.add_column(col, justify="left" if col == "variant" else "right")
+    for v in summary["variants"]:
+        k = str(max((int(x) for x in v.get("passAtK", {}) or {"1": 0}), default=1))
+        cases = v["cases"]
+        pw = v.get("pairwise")
+        pairwise = f"{pw['wins']}/{pw['ties']}/{pw['losses']}" if pw else ("baseline" if v.get("baseline") else "—")
+        table.add_row(
+            v["id"] + (" (baseline)" if v.get("baseline") else ""),
+            _interval(v.get("passRate")),
+            _pct((v.get("passAtK") or {}).get(k)) + f" k={k}",
+            _pct((v.get("passHatK") or {}).get(k)),
+            f"{cases['passed']}/{cases['failed']}/{cases['incomplete']}",
+            str(v["infrastructure"]["total"]),
+            pairwise,
+        )
+    return table

@@ -1,0 +1,130 @@
+"""Resolution, on the coordinator only: eval file → :class:`ResolvedEval`.
+
+Datasets are read, client settings validated by each client kind, eval-level assertions and
+judges applied to every case, and every judge given an identity. Everything after this step
+reads the resolved eval and never a dataset or a plugin registry again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from mst.clients.registry import UnknownClient, client_class
+from mst.config.datasets import load_dataset
+from mst.config.errors import Problem, UserError
+from mst.config.load import load_eval, problems_from, read_yaml
+from mst.config.models import CaseConfig, EvalConfig, JudgeConfig, PairwiseConfig
+from mst.config.resolved import ResolvedCase, ResolvedEval, ResolvedJudge
+
+
+def resolve_eval(path: Path) -> ResolvedEval:
+    config, digest = load_eval(path)
+    base_dir = path.resolve().parent
+    problems: list[Problem] = []
+    settings = _client_settings(config, str(path), problems)
+    cases = _cases(config, path, base_dir, problems)
+    pairwise = _judge(config.pairwise, base_dir, str(path), "pairwise", problems) if config.pairwise else None
+    graders = _graders(config, str(path), base_dir, problems)
+    if problems:
+        raise UserError(problems)
+    return ResolvedEval(config, path, base_dir, digest, tuple(cases), pairwise, settings, graders)
+
+
+def _client_settings(config: EvalConfig, file: str, problems: list[Problem]) -> dict[str, Any]:
+    data, node, _ = read_yaml(Path(file))
+    out: dict[str, Any] = {}
+    for i, variant in enumerate(config.variants):
+        try:
+            cls = client_class(variant.client)
+        except UnknownClient as exc:
+            problems.append(Problem(file, str(exc), f"variants[{i}].client"))
+            continue
+        model: type[BaseModel] = cls.settings_model
+        try:
+            out[variant.id] = model.model_validate(variant.settings)
+        except ValidationError as exc:
+            raw = data["variants"][i].get("settings", {}) if isinstance(data, dict) else {}
+            sub = _subnode(node, ["variants", i, "settings"])
+            problems.extend(problems_from(exc, raw, file, sub, f"variants[{i}].settings"))
+    return out
+
+
+def _subnode(node: Any, keys: list[Any]) -> Any:
+    import yaml
+
+    for key in keys:
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if k.value == key), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+        else:
+            return None
+    return node
+
+
+def _cases(config: EvalConfig, path: Path, base_dir: Path, problems: list[Problem]) -> list[ResolvedCase]:
+    raw_cases: list[tuple[CaseConfig, str]] = [(c, f"{path}: cases[{i}]") for i, c in enumerate(config.cases)]
+    for i, ds in enumerate(config.datasets):
+        ds_path = (base_dir / ds.path) if ds.path else None
+        try:
+            items = load_dataset(ds_path, ds.format, ds.options)
+        except UserError as exc:
+            problems.extend(exc.problems)
+            continue
+        for item, where in items:
+            file, _, line = where.rpartition(":")
+            try:
+                raw_cases.append((CaseConfig.model_validate(item), where))
+            except ValidationError as exc:
+                for p in problems_from(exc, item, file or where):
+                    problems.append(Problem(p.file, p.message, f"datasets[{i}] case {p.path}".rstrip(),
+                                            int(line) if line.isdigit() else None))
+    seen: dict[str, str] = {}
+    resolved = []
+    judges_cache: dict[str, ResolvedJudge] = {}
+    for case, where in raw_cases:
+        if case.id in seen:
+            problems.append(Problem(str(path), f"case id {case.id!r} at {where} repeats the one at {seen[case.id]}"))
+            continue
+        seen[case.id] = where
+        judges = []
+        for j in [*config.judges, *case.judges]:
+            key = j.model_dump_json()
+            if key not in judges_cache:
+                r = _judge(j, base_dir, str(path), f"judge {j.id}", problems)
+                if r is None:
+                    continue
+                judges_cache[key] = r
+            judges.append(judges_cache[key])
+        resolved.append(ResolvedCase(
+            id=case.id, prompt=case.prompt, expected=case.expected, metadata=case.metadata,
+            trials=case.trials or config.trials, assertions=(*config.assertions, *case.assertions),
+            judges=tuple(judges), mock=case.mock,
+        ))
+    return resolved
+
+
+def _judge(
+    cfg: JudgeConfig | PairwiseConfig, base_dir: Path, file: str, where: str, problems: list[Problem]
+) -> ResolvedJudge | None:
+    from mst.grading.judges import JudgeLoadError, resolve_judge
+
+    try:
+        return resolve_judge(cfg, base_dir)
+    except JudgeLoadError as exc:
+        problems.append(Problem(file, str(exc), where))
+        return None
+
+
+def _graders(config: EvalConfig, file: str, base_dir: Path, problems: list[Problem]) -> Any:
+    from mst.graders import GradersConfigError, parse_graders_config
+
+    try:
+        return parse_graders_config(config.graders, base_dir=base_dir)
+    except GradersConfigError as exc:
+        for field_path, message in exc.errors:
+            problems.append(Problem(file, message, field_path))
+        return None
