@@ -42,11 +42,12 @@ def plan_grading(run: Run, resolved: ResolvedEval, *, resume: bool) -> GradePlan
     if resume:
         _refuse_changed_judges(run, resolved)
     plan = GradePlan()
+    cases = {c.id: c for c in resolved.cases}  # resolved.case() scans: quadratic over a big run
     for key in sorted(run.attempts):
         if not endings.is_trial(run.ending(key)):
             continue
         earlier = run.trial_grades.get(key) if resume else None
-        if earlier is not None and earlier.get("status") == "graded" and _still_valid(earlier, resolved, key):
+        if earlier is not None and earlier.get("status") == "graded" and _still_valid(earlier, resolved, cases[key[1]]):
             continue
         plan.trials.append(key)
         if earlier is not None:
@@ -63,11 +64,11 @@ def plan_grading(run: Run, resolved: ResolvedEval, *, resume: bool) -> GradePlan
     return plan
 
 
-def _still_valid(earlier: dict[str, Any], resolved: ResolvedEval, key: Key) -> bool:
+def _still_valid(earlier: dict[str, Any], resolved: ResolvedEval, case: ResolvedCase) -> bool:
     """A graded trial stays graded when every judge that graded it is unchanged."""
     from mst.grading.grade import grader_names
 
-    current = dict(grader_names(resolved.case(key[1])))
+    current = dict(grader_names(case))
     recorded = {v["judge"]: v.get("identity") for v in earlier.get("verdicts", [])}
     return current == recorded and _graders_done(earlier, resolved)
 
@@ -135,9 +136,10 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, *, secrets: dic
     source = LiveSource(resolved.base_dir)
     redactor = Redactor(secrets.values(), resolved.config.redact)
     progress.start("grade", len(plan.trials) + len(plan.pairs))
+    cases = {c.id: c for c in resolved.cases}  # resolved.case() scans: quadratic over a big run
     with _secrets_in_env(secrets), Journal(run.paths.grading_journal) as journal:
         for key in plan.trials:
-            case = resolved.case(key[1])
+            case = cases[key[1]]
             view = trial_view(run, key, case)
             record = grade_trial(view, case, source, keep=plan.keep.get(key)).to_json()
             _run_graders(run, resolved, key, view, record, redactor)
@@ -146,7 +148,7 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, *, secrets: dic
             run.trial_grades[key] = record
             progress.advance()
         for candidate, case_id in plan.pairs:
-            record = _compare(run, resolved, candidate, resolved.case(case_id), source)
+            record = _compare(run, resolved, candidate, cases[case_id], source)
             record = redactor.value(record)
             journal.append(record)
             run.comparisons[(candidate, case_id)] = record
@@ -185,8 +187,10 @@ def _run_graders(run: Run, resolved: ResolvedEval, key: Key, view: TrialView, re
     result = run_graders(session, config, expected=view.expected)
     rel = RunPaths.graders_rel(*key)
     folder = run.paths.root / rel
-    atomic_write_json(folder / "grader_manifest.json", result.manifest)
-    atomic_write_json(folder / "grader_results.json", {"schemaVersion": 2, "results": result.results})
+    # No fsync: like the transcript, these files precede the trial's (unsynced) journal line.
+    atomic_write_json(folder / "grader_manifest.json", result.manifest, fsync=False)
+    atomic_write_json(folder / "grader_results.json", {"schemaVersion": 2, "results": result.results},
+                      fsync=False)
     write_transcript(folder / "session.jsonl", [*session, *result.events()])
     record["graders"] = [{"id": r["id"], "value": r["value"], "status": r["status"]} for r in result.results]
     record["gradersPath"] = rel

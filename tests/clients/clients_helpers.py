@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -124,22 +125,26 @@ def wait_gone(marker: str, timeout_s: float = 5.0) -> list[int]:
 
 def start_http_server(port: int) -> subprocess.Popen[bytes]:
     """The quickstart server over streamable HTTP on 127.0.0.1:port, waited for until it listens."""
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode() if proc.stderr else ""
-            raise RuntimeError(f"the HTTP MCP server exited with {proc.returncode}: {err}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc
-        except OSError:
-            time.sleep(0.1)
+    # stderr to a file, not a pipe nobody reads: a chatty server must never block on a full pipe.
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(
+            [sys.executable, str(SERVER), "--http", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise RuntimeError(
+                    f"the HTTP MCP server exited with {proc.returncode}: {log.read().decode()}"
+                )
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    return proc
+            except OSError:
+                time.sleep(0.1)
     proc.kill()
     raise RuntimeError("the HTTP MCP server did not listen within 60 s")
 

@@ -272,6 +272,9 @@ def render_value(value: Any, fields: Mapping[str, Any]) -> Any:
 # so input tokens grow with the conversation as a real model's do.
 
 _REQUEST_OVERHEAD: Final = 8
+# How far past a time budget or deadline an injected stall sleeps: enough for the timer that
+# should fire (started before the stall) to fire first.
+_OVERSLEEP_S: Final = 0.25
 _MESSAGE_OVERHEAD: Final = 4
 
 
@@ -433,10 +436,10 @@ class MockSession:
             if ctx.time_budget_s is None:
                 raise _setup("mock: failure time-limit needs the agent's timeLimitSeconds "
                              "(the client's own time budget)")
-            await asyncio.sleep(ctx.time_budget_s + 1.0)
+            await asyncio.sleep(ctx.time_budget_s + _OVERSLEEP_S)
             raise _setup("mock: stalled past the agent's timeLimitSeconds but the loop did not stop it")
         if failure == "deadline":
-            await asyncio.sleep(ctx.deadline_s + 1.0)
+            await asyncio.sleep(ctx.deadline_s + _OVERSLEEP_S)
             # Reached only when nothing enforced mst's deadline (a client driven outside the collector).
             raise EndingException(Infrastructure(
                 "deadline", "mock: stalled past mst's per-attempt deadline (injected)", True))

@@ -16,16 +16,29 @@ class TranscriptError(ValueError):
 
 
 def dumps_jsonl(events: Iterable[Event]) -> bytes:
-    return b"".join(orjson.dumps(e) + b"\n" for e in events)
+    newline = orjson.OPT_APPEND_NEWLINE
+    return b"".join([orjson.dumps(e, option=newline) for e in events])
 
 
-def write_transcript(path: Path, events: Iterable[Event]) -> None:
+def write_transcript(path: Path | str, events: Iterable[Event]) -> None:
     """Atomically write a transcript (temp file + rename): a crash never leaves half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(dumps_jsonl(events))
-    os.replace(tmp, path)
+    data = dumps_jsonl(events)
+    target = os.fspath(path)
+    head, name = os.path.split(target)
+    tmp = os.path.join(head, f".{name}.{os.getpid()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(tmp, flags, 0o666)
+    except FileNotFoundError:  # the directory is new: make it only then
+        os.makedirs(head or ".", exist_ok=True)
+        fd = os.open(tmp, flags, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+    os.replace(tmp, target)
 
 
 def parse_transcript(raw: bytes, source: str) -> list[Event]:

@@ -26,12 +26,13 @@ Decisions, each documented where it is made:
 
 from __future__ import annotations
 
+import gc
 import math
 from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import orjson
 
@@ -72,18 +73,22 @@ _TOKEN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     ),
     "requests": ("requests", "requestCount", "request_count", "numRequests", "num_requests"),
 }
+_ALIAS_FIELD: Final = {
+    alias: (name, rank) for name, aliases in _TOKEN_ALIASES.items() for rank, alias in enumerate(aliases)
+}
 
 
 # ---------------------------------------------------------------------------------------------
 # Records
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
+class ToolCall(NamedTuple):
     """One main-agent tool call, correlated from its start and completion evidence.
 
     ``finished`` is False when no completion was seen; such a call also has ``success`` False,
-    because an attempt that never reported a result did not succeed (seed 002 §2).
+    because an attempt that never reported a result did not succeed (seed 002 §2). Records are
+    named tuples rather than frozen dataclasses: a million-event session has hundreds of
+    thousands of them and a tuple is several times cheaper to build.
     """
 
     position: int
@@ -100,8 +105,7 @@ class ToolCall:
     end: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class TokenUsage:
+class TokenUsage(NamedTuple):
     """Token counts as recorded; a field is None when the evidence did not carry it."""
 
     input: int | None = None
@@ -125,8 +129,7 @@ class TokenUsage:
         return all(v is None for v in (self.input, self.output, self.total, self.requests))
 
 
-@dataclass(frozen=True, slots=True)
-class ModelRequest:
+class ModelRequest(NamedTuple):
     """One observed model request of the main agent (from a per-request record)."""
 
     position: int
@@ -173,6 +176,9 @@ class SessionLookups:
 
     def positions(self, event_type: str) -> tuple[int, ...]:
         return self.by_type.get(event_type, ())
+
+
+_NO_USAGE: Final = TokenUsage()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,19 +263,35 @@ def _millis(value: Any) -> float | None:
     return float(value) if math.isfinite(value) and value >= 0 else None
 
 
+def _usage_fields(src: Mapping[str, Any], found: dict[str, tuple[int, int]]) -> None:
+    """Fill ``found[field] = (alias rank, value)``; the earliest alias in the table wins."""
+    for key, raw in src.items():
+        alias = _ALIAS_FIELD.get(key) if key.__class__ is str else None
+        if alias is None:
+            continue
+        value = _count(raw)
+        if value is None:
+            continue
+        name, rank = alias
+        if name not in found or found[name][0] > rank:
+            found[name] = (rank, value)
+
+
 def parse_usage(data: Mapping[str, Any]) -> TokenUsage:
-    """Token usage in camelCase or snake_case, directly in ``data`` or in ``data.usage``."""
+    """Token usage in camelCase or snake_case, directly in ``data`` or, for fields ``data``
+    lacks, in ``data.usage``. Iterates the record's own (few) keys instead of trying every
+    alias, which matters at one record per model request."""
+    found: dict[str, tuple[int, int]] = {}
+    _usage_fields(data, found)
     nested = data.get("usage")
-    sources = (data, nested) if isinstance(nested, dict) else (data,)
-    found: dict[str, int | None] = {}
-    for key, aliases in _TOKEN_ALIASES.items():
-        value: int | None = None
-        for src in sources:
-            value = _count(_first(src, aliases))
-            if value is not None:
-                break
-        found[key] = value
-    return TokenUsage(**found)
+    if nested.__class__ is dict:
+        inner: dict[str, tuple[int, int]] = {}
+        _usage_fields(nested, inner)
+        for name, item in inner.items():
+            found.setdefault(name, item)
+    if not found:
+        return _NO_USAGE
+    return TokenUsage(**{name: value for name, (_, value) in found.items()})
 
 
 def _duration(data: Mapping[str, Any]) -> float | None:
@@ -318,13 +340,21 @@ class _Slot:
         "success",
     )
 
-    def __init__(self, position: int, source: str, agent_id: str | None, call_id: str | None) -> None:
+    def __init__(
+        self,
+        position: int,
+        source: str,
+        agent_id: str | None,
+        call_id: str | None,
+        name: str,
+        server: str | None,
+    ) -> None:
         self.position = position
         self.source = source
         self.agent_id = agent_id
         self.call_id = call_id
-        self.name = ""
-        self.server: str | None = None
+        self.name = name
+        self.server = server
         self.arguments: Any = None
         self.done = False
         self.success = False
@@ -335,18 +365,18 @@ class _Slot:
 
     def freeze(self) -> ToolCall:
         return ToolCall(
-            position=self.position,
-            name=self.name,
-            arguments=self.arguments,
-            args_key=canonical_key(self.arguments),
-            agent_id=self.agent_id,
-            call_id=self.call_id,
-            finished=self.done,
-            success=self.done and self.success,
-            duration_ms=self.duration_ms,
-            source=self.source,
-            start=self.start,
-            end=self.end,
+            self.position,
+            self.name,
+            self.arguments,
+            canonical_key(self.arguments),
+            self.agent_id,
+            self.call_id,
+            self.done,
+            self.done and self.success,
+            self.duration_ms,
+            self.source,
+            self.start,
+            self.end,
         )
 
 
@@ -354,6 +384,24 @@ _CALL_ID_KEYS: Final = ("toolCallId", "tool_call_id", "callId", "call_id")
 _TOOL_NAME_KEYS: Final = ("toolName", "tool_name", "name", "tool")
 _ARG_KEYS: Final = ("input", "arguments", "args", "params")
 _SERVER_KEYS: Final = ("mcpServerName", "serverName", "server", "server_name", "mcp_server_name")
+
+
+def _field(data: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+    """The first present alias; the first alias (mst's own spelling) is tried without a loop."""
+    value = data.get(keys[0])
+    return value if value is not None else _first(data, keys[1:])
+
+
+def _agent(event: Mapping[str, Any]) -> str | None:
+    agent = event.get("agentId")
+    return agent if agent.__class__ is str and agent else None
+
+
+def _call_fields(data: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """(call id, normalised tool name, server) of a native tool event."""
+    server = _text(_field(data, _SERVER_KEYS))
+    raw = _text(_field(data, _TOOL_NAME_KEYS))
+    return _text(_field(data, _CALL_ID_KEYS)), normalise_tool_name(raw, server) if raw else None, server
 
 
 _Key = tuple[str | None, str]
@@ -376,13 +424,10 @@ class _Correlator:
         self.by_name_no_id: dict[_Key, deque[_Slot]] = {}
 
     def start(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
-        agent = _text(event.get("agentId"))
-        call_id = _text(_first(data, _CALL_ID_KEYS))
-        slot = _Slot(pos, SOURCE_NATIVE, agent, call_id)
-        server = _text(_first(data, _SERVER_KEYS))
-        slot.name = normalise_tool_name(_text(_first(data, _TOOL_NAME_KEYS)) or "unknown", server)
-        slot.server = server
-        slot.arguments = _first(data, _ARG_KEYS)
+        agent = _agent(event)
+        call_id, name, server = _call_fields(data)
+        slot = _Slot(pos, SOURCE_NATIVE, agent, call_id, name or "unknown", server)
+        slot.arguments = _field(data, _ARG_KEYS)
         slot.start = pos
         slot.began = _timestamp(event)
         self.slots.append(slot)
@@ -394,18 +439,16 @@ class _Correlator:
         self.by_name.setdefault(key, deque()).append(slot)
 
     def complete(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
-        agent = _text(event.get("agentId"))
-        call_id = _text(_first(data, _CALL_ID_KEYS))
-        raw_name = _text(_first(data, _TOOL_NAME_KEYS))
-        server = _text(_first(data, _SERVER_KEYS))
-        name = normalise_tool_name(raw_name, server) if raw_name else None
-        slot = self._match(agent, call_id, name)
-        if slot is None:
-            slot = _Slot(pos, SOURCE_NATIVE, agent, call_id)
-            slot.name = name or "unknown"
-            slot.server = server
-            slot.arguments = _first(data, _ARG_KEYS)
-            self.slots.append(slot)
+        agent = _agent(event)
+        call_id = _text(_field(data, _CALL_ID_KEYS))
+        slot = self.by_id.pop((agent, call_id), None) if call_id is not None else None
+        if slot is None or slot.done:
+            _, name, server = _call_fields(data)
+            slot = self._fallback(agent, call_id, name)
+            if slot is None:
+                slot = _Slot(pos, SOURCE_NATIVE, agent, call_id, name or "unknown", server)
+                slot.arguments = _field(data, _ARG_KEYS)
+                self.slots.append(slot)
         slot.done = True
         slot.end = pos
         slot.success = not _failed(data)
@@ -415,13 +458,12 @@ class _Correlator:
             if ended is not None and ended >= slot.began:
                 slot.duration_ms = ended - slot.began
 
-    def _match(self, agent: str | None, call_id: str | None, name: str | None) -> _Slot | None:
-        if call_id is not None:
-            slot = self.by_id.pop((agent, call_id), None)
-            if slot is not None and not slot.done:
-                return slot
-            return self._oldest(self.by_name_no_id, (agent, name)) if name else None
-        return self._oldest(self.by_name, (agent, name)) if name else None
+    def _fallback(self, agent: str | None, call_id: str | None, name: str | None) -> _Slot | None:
+        """No start with this id: an id-less start of the same tool (when the completion has an
+        id), or the oldest pending start of the same tool (when it has none)."""
+        if name is None:
+            return None
+        return self._oldest(self.by_name_no_id if call_id is not None else self.by_name, (agent, name))
 
     @staticmethod
     def _oldest(queues: dict[_Key, deque[_Slot]], key: _Key) -> _Slot | None:
@@ -446,9 +488,9 @@ class _Gateway:
 
     def tool_call(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
         call_id = _text(_first(data, _CALL_ID_KEYS))
-        slot = _Slot(pos, SOURCE_GATEWAY_CALL, _text(event.get("agentId")), call_id)
-        slot.server = _text(_first(data, _SERVER_KEYS))
-        slot.name = normalise_tool_name(_text(_first(data, _TOOL_NAME_KEYS)) or "unknown", slot.server)
+        server = _text(_first(data, _SERVER_KEYS))
+        name = normalise_tool_name(_text(_first(data, _TOOL_NAME_KEYS)) or "unknown", server)
+        slot = _Slot(pos, SOURCE_GATEWAY_CALL, _agent(event), call_id, name, server)
         slot.arguments = _first(data, _ARG_KEYS)
         status = data.get("status")
         slot.done = not (isinstance(status, str) and status.lower() in ("started", "pending", "running"))
@@ -465,9 +507,8 @@ class _Gateway:
         params = params if isinstance(params, dict) else {}
         server = _text(_first(data, _SERVER_KEYS))
         rpc_id = _rpc_id(msg)
-        slot = _Slot(pos, SOURCE_GATEWAY_RPC, _text(event.get("agentId")), rpc_id)
-        slot.server = server
-        slot.name = normalise_tool_name(_text(params.get("name")) or "unknown", server)
+        name = normalise_tool_name(_text(params.get("name")) or "unknown", server)
+        slot = _Slot(pos, SOURCE_GATEWAY_RPC, _agent(event), rpc_id, name, server)
         slot.arguments = params.get("arguments")
         slot.start = pos
         self.slots.append(slot)
@@ -518,27 +559,26 @@ def _deduplicate(slots: list[_Slot]) -> tuple[tuple[ToolCall, ...], int]:
     higher tier already accounts for the same (name, arguments), counted as a multiset so that
     two genuine identical calls and one gateway record leave two calls, not one."""
     frozen = [s.freeze() for s in slots]
-    seen: Counter[tuple[str, str]] = Counter()
+    gateway = [i for i, c in enumerate(frozen) if c.source != SOURCE_NATIVE]
+    if not gateway:
+        return tuple(frozen), 0
+    seen = Counter((c.name, c.args_key) for c in frozen if c.source == SOURCE_NATIVE)
     keep = [True] * len(frozen)
-    dropped = 0
-    for tier in (SOURCE_NATIVE, SOURCE_GATEWAY_CALL, SOURCE_GATEWAY_RPC):
+    for tier in (SOURCE_GATEWAY_CALL, SOURCE_GATEWAY_RPC):
         added: Counter[tuple[str, str]] = Counter()
-        for i, call in enumerate(frozen):
+        for i in gateway:
+            call = frozen[i]
             if call.source != tier:
                 continue
-            if tier != SOURCE_NATIVE:
-                match = next(
-                    (k for k in ((n, call.args_key) for n in _gateway_candidates(slots[i])) if seen[k] > 0),
-                    None,
-                )
-                if match is not None:
-                    seen[match] -= 1
+            for name in _gateway_candidates(slots[i]):
+                if seen[(name, call.args_key)] > 0:
+                    seen[(name, call.args_key)] -= 1
                     keep[i] = False
-                    dropped += 1
-                    continue
-            added[(call.name, call.args_key)] += 1
+                    break
+            else:
+                added[(call.name, call.args_key)] += 1
         seen.update(added)
-    return tuple(c for c, k in zip(frozen, keep, strict=True) if k), dropped
+    return tuple(c for c, k in zip(frozen, keep, strict=True) if k), keep.count(False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -555,23 +595,39 @@ class _Usage:
         self.result_usage: TokenUsage | None = None
         self.result_duration: float | None = None
         self.result_source: str | None = None
+        self.completed = False
 
-    def request(self, pos: int, event_type: str, data: Mapping[str, Any]) -> None:
-        model = _text(data.get("model"))
-        record = ModelRequest(pos, parse_usage(data), _duration(data), model)
-        (self.firewall if event_type == FIREWALL_TOKEN_USAGE else self.model).append(record)
+    @staticmethod
+    def _request(pos: int, data: Mapping[str, Any]) -> ModelRequest:
+        model = data.get("model")
+        return ModelRequest(
+            pos, parse_usage(data), _duration(data), model if model.__class__ is str else None
+        )
 
-    def report_usage(self, data: Mapping[str, Any]) -> None:
+    def firewall_request(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        self.firewall.append(self._request(pos, data))
+
+    def model_request(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        self.model.append(self._request(pos, data))
+
+    def report_usage(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
         """The last aggregate report wins: reports are cumulative snapshots, not increments."""
         usage = parse_usage(data)
         if not usage.empty:
             self.report = usage
 
-    def result(self, event_type: str, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
-        """A nested agent's result describes part of the work; only a top-level one (no
-        ``agentId``) gives the whole agent's duration and usage, unless nothing else exists."""
-        nested = _text(event.get("agentId")) is not None
-        if nested and self.result_source is not None:
+    def session_result(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        self._result(SESSION_RESULT, event, data)
+
+    def execution_result(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        self._result(EXECUTION_RESULT, event, data)
+
+    def _result(self, event_type: str, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        """A completion record. A nested agent's result describes part of the work; only a
+        top-level one (no ``agentId``) gives the whole agent's duration and usage, unless nothing
+        else exists."""
+        self.completed = True
+        if _agent(event) is not None and self.result_source is not None:
             return
         usage = parse_usage(data)
         if not usage.empty:
@@ -627,70 +683,72 @@ def _timestamp_span(session: Sequence[Any]) -> float | None:
 # The pass
 
 
-_TOOL_TYPES: Final = frozenset(
-    {
-        TOOL_START,
-        TOOL_COMPLETE,
-        MCP_TOOL_CALL,
-        MCP_RPC_REQUEST,
-        MCP_RPC_RESPONSE,
-        FIREWALL_TOKEN_USAGE,
-        MODEL_REQUEST,
-        USAGE_REPORT,
-        SESSION_RESULT,
-        EXECUTION_RESULT,
-    }
-)
-
-
 def create_session_lookups(session: Sequence[Any]) -> SessionLookups:
     """Build the shared lookups in one linear pass (plus a timestamp pass only when no explicit
-    duration was recorded). Items that are not objects are skipped, never indexed."""
-    index: dict[Any, list[int]] = {}
+    duration was recorded). Items that are not objects, or whose type is not a string, are
+    skipped, never indexed.
+
+    The cyclic garbage collector is paused for the pass: the pass allocates hundreds of
+    thousands of small acyclic records, and each automatic collection would otherwise traverse
+    the whole (large, live) session, which made building lookups several times slower than the
+    work itself. It is re-enabled on exit, including on error, and the records form no cycles.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _build(session)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _build(session: Sequence[Any]) -> SessionLookups:
+    """The pass itself; the loop body is kept flat on purpose, it runs once per event."""
+    index: dict[str, list[int]] = {}
     slots: list[_Slot] = []
     native = _Correlator(slots)
     gateway = _Gateway(slots)
     usage = _Usage()
-    completed = False
-    relevant = _TOOL_TYPES
+    handlers: dict[str, Callable[[int, dict[str, Any], dict[str, Any]], None]] = {
+        TOOL_START: native.start,
+        TOOL_COMPLETE: native.complete,
+        MCP_TOOL_CALL: gateway.tool_call,
+        MCP_RPC_REQUEST: gateway.request,
+        MCP_RPC_RESPONSE: gateway.response,
+        FIREWALL_TOKEN_USAGE: usage.firewall_request,
+        MODEL_REQUEST: usage.model_request,
+        USAGE_REPORT: usage.report_usage,
+        SESSION_RESULT: usage.session_result,
+        EXECUTION_RESULT: usage.execution_result,
+    }
     for pos, event in enumerate(session):
-        if type(event) is not dict:
+        if event.__class__ is not dict:
             continue
         etype = event.get("type")
+        if etype.__class__ is not str:
+            continue
         bucket = index.get(etype)
         if bucket is None:
             index[etype] = [pos]
         else:
             bucket.append(pos)
-        if etype not in relevant or not is_main_agent(event):
+        handler = handlers.get(etype)
+        if handler is None:
             continue
-        data = event_data(event)
-        if etype == TOOL_START:
-            native.start(pos, event, data)
-        elif etype == TOOL_COMPLETE:
-            native.complete(pos, event, data)
-        elif etype == MCP_TOOL_CALL:
-            gateway.tool_call(pos, event, data)
-        elif etype == MCP_RPC_REQUEST:
-            gateway.request(pos, event, data)
-        elif etype == MCP_RPC_RESPONSE:
-            gateway.response(pos, event, data)
-        elif etype in (FIREWALL_TOKEN_USAGE, MODEL_REQUEST):
-            usage.request(pos, etype, data)
-        elif etype == USAGE_REPORT:
-            usage.report_usage(data)
-        else:
-            completed = True
-            usage.result(etype, event, data)
+        prov = event.get("provenance")
+        phase = prov.get("phase") if prov.__class__ is dict else None
+        if phase is not None and phase != "" and phase != PHASE_AGENT:
+            continue
+        data = event.get("data")
+        handler(pos, event, data if data.__class__ is dict else {})
     calls, dropped = _deduplicate(slots)
-    by_type = MappingProxyType({k: tuple(v) for k, v in index.items() if isinstance(k, str)})
     return SessionLookups(
         size=len(session),
-        by_type=by_type,
+        by_type=MappingProxyType({k: tuple(v) for k, v in index.items()}),
         tool_calls=calls,
         gateway_duplicates=dropped,
         execution=usage.stats(session),
-        completed=completed,
+        completed=usage.completed,
     )
 
 

@@ -1,0 +1,3 @@
+from mst.cli import main
+
+main()
