@@ -8,6 +8,7 @@ before its journal line, so a crash between the two only loses an attempt resume
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -63,6 +64,7 @@ class Collector:
         self.on_attempt = on_attempt
         self.concurrency = concurrency or resolved.config.concurrency
         self._clients: dict[str, Client] = {}
+        self._root = os.fspath(run_root)  # per-attempt paths as strings: pathlib costs µs per join
 
     def _client(self, variant: VariantConfig) -> Client:
         client = self._clients.get(variant.id)
@@ -127,15 +129,15 @@ class Collector:
         if self.redactor.active:
             events = [self.redactor.value(e) for e in events]
         transcript_rel = RunPaths.transcript_rel(variant_id, case_id, trial)
-        write_transcript(self.root / transcript_rel, events)
-        artifacts = self.root / RunPaths.artifacts_rel(variant_id, case_id, trial)
+        write_transcript(f"{self._root}/{transcript_rel}", events)
+        artifacts_rel = RunPaths.artifacts_rel(variant_id, case_id, trial)
         answer = outcome.answer if outcome else None
         record: dict[str, Any] = {
             "variant": variant_id, "case": case_id, "trial": trial, "try": spec.try_number,
             "ending": endings.to_json(ending), "infrastructureError": endings.infrastructure_error(ending),
             "answer": self.redactor.text(answer) if isinstance(answer, str) else answer,
             "transcript": transcript_rel,
-            "artifacts": RunPaths.artifacts_rel(variant_id, case_id, trial) if _non_empty(artifacts) else None,
+            "artifacts": artifacts_rel if _non_empty(f"{self._root}/{artifacts_rel}") else None,
             "durationMs": round(seconds * 1000, 3),
             "usage": outcome.usage if outcome else {},
         }
@@ -147,8 +149,9 @@ class Collector:
         return record
 
 
-def _non_empty(path: Path) -> bool:
+def _non_empty(path: str | Path) -> bool:
     try:
-        return any(path.iterdir())
+        with os.scandir(path) as entries:
+            return next(entries, None) is not None
     except (FileNotFoundError, NotADirectoryError):
         return False

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tests.helpers import basic_eval, only_run, run_cli, write_eval
 
 from mst.cli import main
-from tests.helpers import basic_eval, only_run, run_cli, write_eval
 
 
 def _fails(args: list[str], *needles: str) -> str:

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from tests.helpers import basic_eval, load, only_run, run_cli, write_eval
 
 JUDGES = '''

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 from tests.helpers import basic_eval, load, mock_variant, only_run, run_cli, write_eval
 
 

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.helpers import basic_eval, load, mock_variant, only_run, run_cli, write_eval
 
 # failure injected by the mock → the stored ending it must become

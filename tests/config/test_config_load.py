@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.helpers import basic_eval, write_eval
 
 from mst.config.datasets import load_dataset
 from mst.config.errors import UserError
 from mst.config.secrets import load_secrets
 from mst.resolve import resolve_eval
-from tests.helpers import basic_eval, write_eval
 
 
 def test_cases_from_jsonl_csv_and_yaml(tmp_path: Path) -> None:

@@ -61,15 +61,12 @@ def parse_transcript(raw: bytes, source: str) -> list[Event]:
                 f"{source}: this looks like a legacy pre-processed trace payload; "
                 "give a unified-session JSONL file or a JSON array of events"
             )
-        _check(value, f"{source}:1")
-        return [value]
+        return [_check(value, f"{source}:1")]
     events: list[Event] = []
     for lineno, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
             continue
-        value = _load_line(line, f"{source}:{lineno}")
-        _check(value, f"{source}:{lineno}")
-        events.append(value)
+        events.append(_check(_load_line(line, f"{source}:{lineno}"), f"{source}:{lineno}"))
     return events
 
 
@@ -88,9 +85,10 @@ def _load_line(line: bytes, where: str) -> object:
         raise TranscriptError(f"{where}: not valid JSON ({exc.msg})") from None
 
 
-def _check(value: object, where: str) -> None:
-    if not is_event(value):
+def _check(value: object, where: str) -> Event:
+    if not isinstance(value, dict) or not is_event(value):
         raise TranscriptError(
             f"{where}: not a canonical event (needs a dotted string 'type', an object 'data' "
             "and an object 'provenance')"
         )
+    return value

@@ -201,6 +201,11 @@ def event_data(event: Mapping[str, Any]) -> dict[str, Any]:
 
 def canonical_key(value: Any) -> str:
     """A stable text key for argument equality: key order never makes two calls differ."""
+    if value.__class__ is dict:
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+        except TypeError:
+            return repr(value)
     if isinstance(value, str) and value[:1] in ("{", "["):
         text: str = value
         try:
@@ -248,6 +253,8 @@ def _text(value: Any) -> str | None:
 
 def _count(value: Any) -> int | None:
     """A token count: a non-negative integer (an integral float is accepted, bools are not)."""
+    if value.__class__ is int:
+        return value if value >= 0 else None  # type: ignore[no-any-return]
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -258,6 +265,8 @@ def _count(value: Any) -> int | None:
 
 
 def _millis(value: Any) -> float | None:
+    if value.__class__ is int:
+        return float(value) if value >= 0 else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) and value >= 0 else None
@@ -291,17 +300,18 @@ def parse_usage(data: Mapping[str, Any]) -> TokenUsage:
             found.setdefault(name, item)
     if not found:
         return _NO_USAGE
-    return TokenUsage(**{name: value for name, (_, value) in found.items()})
+    return TokenUsage._make([found[f][1] if f in found else None for f in TokenUsage._fields])
 
 
 def _duration(data: Mapping[str, Any]) -> float | None:
-    return _millis(_first(data, ("durationMs", "duration_ms")))
+    value = data.get("durationMs")
+    return _millis(value if value is not None else data.get("duration_ms"))
 
 
 def _failed(data: Mapping[str, Any]) -> bool:
     """Explicit failure evidence only: a completion is a success unless it says otherwise."""
     success = data.get("success")
-    if isinstance(success, bool):
+    if success is True or success is False:
         return not success
     if data.get("isError") is True:
         return True
@@ -392,6 +402,14 @@ def _field(data: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
     return value if value is not None else _first(data, keys[1:])
 
 
+def _str_field(data: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
+    """A non-empty string field under any alias (fast path: mst's own spelling)."""
+    value = data.get(keys[0])
+    if value is None:
+        value = _first(data, keys[1:])
+    return value if value.__class__ is str and value else None
+
+
 def _agent(event: Mapping[str, Any]) -> str | None:
     agent = event.get("agentId")
     return agent if agent.__class__ is str and agent else None
@@ -399,9 +417,9 @@ def _agent(event: Mapping[str, Any]) -> str | None:
 
 def _call_fields(data: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
     """(call id, normalised tool name, server) of a native tool event."""
-    server = _text(_field(data, _SERVER_KEYS))
-    raw = _text(_field(data, _TOOL_NAME_KEYS))
-    return _text(_field(data, _CALL_ID_KEYS)), normalise_tool_name(raw, server) if raw else None, server
+    server = _str_field(data, _SERVER_KEYS)
+    raw = _str_field(data, _TOOL_NAME_KEYS)
+    return _str_field(data, _CALL_ID_KEYS), normalise_tool_name(raw, server) if raw else None, server
 
 
 _Key = tuple[str | None, str]
@@ -440,7 +458,7 @@ class _Correlator:
 
     def complete(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
         agent = _agent(event)
-        call_id = _text(_field(data, _CALL_ID_KEYS))
+        call_id = _str_field(data, _CALL_ID_KEYS)
         slot = self.by_id.pop((agent, call_id), None) if call_id is not None else None
         if slot is None or slot.done:
             _, name, server = _call_fields(data)
