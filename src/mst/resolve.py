@@ -90,6 +90,8 @@ def _cases(config: EvalConfig, path: Path, base_dir: Path, problems: list[Proble
             problems.append(Problem(str(path), f"case id {case.id!r} at {where} repeats the one at {seen[case.id]}"))
             continue
         seen[case.id] = where
+        if case.mock:
+            _check_mock(case.mock, where, problems)
         judges = []
         for j in [*config.judges, *case.judges]:
             key = j.model_dump_json()
@@ -105,6 +107,18 @@ def _cases(config: EvalConfig, path: Path, base_dir: Path, problems: list[Proble
             judges=tuple(judges), mock=case.mock,
         ))
     return resolved
+
+
+def _check_mock(mock: dict[str, Any], where: str, problems: list[Problem]) -> None:
+    """A case's mock script is checked when the eval loads, not when its first attempt runs."""
+    from mst.providers.mock import MockSettings
+
+    try:
+        MockSettings.model_validate(mock)
+    except ValidationError as exc:
+        file, _, place = where.partition(": ")
+        for p in problems_from(exc, mock, file):
+            problems.append(Problem(p.file, p.message, f"{place or 'case'}.mock.{p.path}".rstrip(".")))
 
 
 def _judge(

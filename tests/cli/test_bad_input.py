@@ -135,3 +135,9 @@ def test_resume_refuses_a_changed_eval(finished_run: Path, tmp_path: Path) -> No
     path = tmp_path / "eval.yaml"
     path.write_text(path.read_text().replace("name: t", "name: t2"))
     _fails(["run", "--resume", str(finished_run)], "eval file changed")
+
+
+def test_bad_case_mock_script_is_caught_at_load(tmp_path: Path) -> None:
+    doc = basic_eval()
+    doc["cases"][1]["mock"] = {"successRate": "often"}
+    _fails(["validate", str(write_eval(tmp_path, doc))], "cases[1].mock.successRate")
