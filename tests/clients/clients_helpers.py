@@ -24,12 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
 SERVER = REPO / "examples" / "quickstart" / "server.py"
 
 
-def variant(
-    model: str | None = "mock", servers: Mapping[str, Any] | None = None, **extra: Any
-) -> VariantConfig:
-    return VariantConfig.model_validate(
-        {"id": "v1", "model": model, "mcpServers": dict(servers or {}), **extra}
-    )
+def variant(model: str | None = "mock", servers: Mapping[str, Any] | None = None, **extra: Any) -> VariantConfig:
+    return VariantConfig.model_validate({"id": "v1", "model": model, "mcpServers": dict(servers or {}), **extra})
 
 
 def agent(
@@ -137,9 +133,7 @@ def start_http_server(port: int) -> subprocess.Popen[bytes]:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 log.seek(0)
-                raise RuntimeError(
-                    f"the HTTP MCP server exited with {proc.returncode}: {log.read().decode()}"
-                )
+                raise RuntimeError(f"the HTTP MCP server exited with {proc.returncode}: {log.read().decode()}")
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                     return proc

@@ -59,9 +59,7 @@ def main() -> None:
         Path(os.environ["MST_TRANSCRIPT"]).write_text("\n".join(lines) + "\n")
         print("the answer")
     elif mode == "bad-transcript":
-        Path(os.environ["MST_TRANSCRIPT"]).write_text(
-            '{"type": "x.y", "data": {}, "provenance": {}}\nnot json\n'
-        )
+        Path(os.environ["MST_TRANSCRIPT"]).write_text('{"type": "x.y", "data": {}, "provenance": {}}\nnot json\n')
         print("the answer")
     elif mode == "answer-file":
         Path(rest[0]).write_text("  from the file \n")

@@ -92,9 +92,7 @@ async def test_tool_call_without_servers_is_a_failed_call_inside_the_trial(tmp_p
         ("context-overflow-first", ("setup", False)),
     ],
 )
-async def test_injected_infrastructure_endings(
-    tmp_path: Path, failure: str, expected: tuple[str, bool]
-) -> None:
+async def test_injected_infrastructure_endings(tmp_path: Path, failure: str, expected: tuple[str, bool]) -> None:
     client = agent({"mock": {"inject": [{"failure": failure}]}})
     outcome, events = await run(client, tmp_path)
     assert isinstance(outcome.ending, Infrastructure)
@@ -191,9 +189,7 @@ async def test_system_prompt_counts_in_the_mock_s_input_tokens(tmp_path: Path) -
     assert prompted.usage["inputTokens"] > plain.usage["inputTokens"]
 
 
-@pytest.mark.parametrize(
-    ("model", "phrase"), [("openai:gpt-4o", "not available yet"), (None, "names no model")]
-)
+@pytest.mark.parametrize(("model", "phrase"), [("openai:gpt-4o", "not available yet"), (None, "names no model")])
 async def test_unavailable_model_is_a_setup_failure(tmp_path: Path, model: str | None, phrase: str) -> None:
     client = agent(model=model)
     outcome, events = await run(client, tmp_path)
@@ -242,3 +238,11 @@ def test_no_server_path_imports_no_mcp() -> None:
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)
+
+
+async def test_secrets_never_reach_an_ending(tmp_path: Path) -> None:
+    client = agent({"mock": {"inject": [{"failure": "client-crash"}]}})
+    secret = "crash"  # the crash message contains this word: it must not survive in the ending
+    outcome, _ = await run(client, tmp_path, secrets={"API_KEY": secret})
+    assert isinstance(outcome.ending, Infrastructure)
+    assert secret not in outcome.ending.why and "[REDACTED]" in outcome.ending.why

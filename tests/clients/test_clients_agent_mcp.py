@@ -171,18 +171,14 @@ async def test_limits_and_cancellation_stop_stdio_servers(tmp_path: Path) -> Non
 async def test_many_attempts_leave_no_server_processes(tmp_path: Path) -> None:
     marker = f"mst-test-{uuid.uuid4()}"
     client = agent({"mock": SCRIPT}, servers={"store": stdio(marker)})
-    outcomes = await asyncio.gather(
-        *(run(client, tmp_path, trial=t, metadata={"sku": "HAM-001"}) for t in range(3))
-    )
+    outcomes = await asyncio.gather(*(run(client, tmp_path, trial=t, metadata={"sku": "HAM-001"}) for t in range(3)))
     assert [o.ending for o, _ in outcomes] == [COMPLETED] * 3
     assert wait_gone(marker) == []
 
 
 async def test_http_headers_take_secrets(tmp_path: Path, http_url: str) -> None:
     server = {"url": http_url, "headers": {"Authorization": "Bearer ${API_KEY}"}}
-    client = agent(
-        {"mock": {"steps": [{"tool": "get_item", "args": {"sku": "NLS-100"}}]}}, servers={"s": server}
-    )
+    client = agent({"mock": {"steps": [{"tool": "get_item", "args": {"sku": "NLS-100"}}]}}, servers={"s": server})
     outcome, _ = await run(client, tmp_path, secrets={"API_KEY": "sk-1"})
     assert outcome.ending == COMPLETED
     outcome, _ = await run(client, tmp_path)
@@ -209,3 +205,34 @@ async def test_slow_tool_and_dead_server_fail_inside_the_trial(tmp_path: Path) -
     assert [d["success"] for d in done] == [False, True, False, False]
     assert "timed out" in done[0]["error"]
     assert done[1]["output"] == "still here"
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        ("rate-limit", Infrastructure("provider-api", "mock: HTTP 429 Too Many Requests (injected rate limit)", True)),
+        ("client-crash", Infrastructure("client-app", "client raised MockCrash: mock: injected client crash", True)),
+    ],
+)
+async def test_failure_mid_trial_with_servers_keeps_its_ending(
+    tmp_path: Path, http_url: str, failure: str, expected: Infrastructure
+) -> None:
+    script = {
+        "steps": [{"tool": "get_item", "args": {"sku": "NLS-100"}}],
+        "inject": [{"failure": failure, "atRequest": 1}],
+    }
+    client = agent({"mock": script}, servers={"store": {"url": http_url}})
+    outcome, events = await run(client, tmp_path)
+    assert outcome.ending == expected
+    assert len(of_type(events, "tool.execution_complete")) == 1
+    assert outcome.diagnostics == {"turns": 1, "toolCalls": 1}
+
+
+async def test_server_that_never_answers_is_a_setup_failure(tmp_path: Path) -> None:
+    # Reads its stdin and never replies: the handshake cannot finish.
+    mute = {"command": sys.executable, "args": ["-c", "import sys; sys.stdin.read()"]}
+    client = agent({"startupTimeoutSeconds": 0.5}, servers={"mute": mute})
+    outcome, _ = await asyncio.wait_for(run(client, tmp_path), 30)
+    assert outcome.ending == Infrastructure(
+        "setup", "MCP server 'mute' did not start: it did not initialise within 0.5 s (startupTimeoutSeconds)", False
+    )

@@ -62,9 +62,7 @@ async def test_command_not_found_is_a_non_retryable_client_app_failure(tmp_path:
 
 
 async def test_non_zero_exit_is_a_client_error_trial_without_secrets(tmp_path: Path) -> None:
-    outcome, _ = await attempt(
-        command(sys.executable, FAKE, "fail"), tmp_path, secrets={"API_KEY": "sk-hidden-9"}
-    )
+    outcome, _ = await attempt(command(sys.executable, FAKE, "fail"), tmp_path, secrets={"API_KEY": "sk-hidden-9"})
     assert isinstance(outcome.ending, Trial) and outcome.ending.outcome == "client-error"
     detail = outcome.ending.detail or ""
     assert "status 2" in detail and "something broke" in detail
@@ -75,9 +73,7 @@ async def test_non_zero_exit_is_a_client_error_trial_without_secrets(tmp_path: P
 async def test_killed_by_a_signal_is_a_retryable_client_app_failure(tmp_path: Path) -> None:
     outcome, _ = await attempt(command(sys.executable, FAKE, "crash"), tmp_path)
     assert isinstance(outcome.ending, Infrastructure)
-    assert (
-        outcome.ending.what == "client-app" and outcome.ending.retryable and "SIGKILL" in outcome.ending.why
-    )
+    assert outcome.ending.what == "client-app" and outcome.ending.retryable and "SIGKILL" in outcome.ending.why
 
 
 async def test_transcript_becomes_the_attempt_s_transcript(tmp_path: Path) -> None:
@@ -97,23 +93,15 @@ async def test_transcript_becomes_the_attempt_s_transcript(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("mode", ["bad-transcript", "echo"])
-async def test_unreadable_or_missing_transcript_is_a_retryable_client_app_failure(
-    tmp_path: Path, mode: str
-) -> None:
+async def test_unreadable_or_missing_transcript_is_a_retryable_client_app_failure(tmp_path: Path, mode: str) -> None:
     client = command(sys.executable, FAKE, mode, transcript="t.jsonl")
     outcome, _ = await attempt(client, tmp_path)
     assert isinstance(outcome.ending, Infrastructure)
-    assert (
-        outcome.ending.what == "client-app"
-        and outcome.ending.retryable
-        and "transcript" in outcome.ending.why
-    )
+    assert outcome.ending.what == "client-app" and outcome.ending.retryable and "transcript" in outcome.ending.why
 
 
 async def test_answer_from_a_file(tmp_path: Path) -> None:
-    client = command(
-        sys.executable, FAKE, "answer-file", "out-{trial}.txt", answerFrom={"file": "out-{trial}.txt"}
-    )
+    client = command(sys.executable, FAKE, "answer-file", "out-{trial}.txt", answerFrom={"file": "out-{trial}.txt"})
     outcome, _ = await attempt(client, tmp_path, trial=3)
     assert outcome.ending == COMPLETED and outcome.answer == "from the file"
     missing = command(sys.executable, FAKE, "echo", "x", answerFrom={"file": "never.txt"})

@@ -24,7 +24,6 @@ import asyncio
 import re
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -249,7 +248,6 @@ async def open_servers(
                 log = stack.enter_context(
                     tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
                 )
-            started = time.monotonic()
             try:
                 async with asyncio.timeout(startup_timeout_s):
                     client = await _enter(stack, name, cfg, base_dir, secrets, log)
@@ -260,10 +258,8 @@ async def open_servers(
                 missing = exc.filename or (cfg.command if isinstance(cfg, StdioServer) else "")
                 raise _setup_error(name, f"command {str(missing)!r} not found", log, secrets) from None
             except TimeoutError:
-                waited = time.monotonic() - started
-                raise _setup_error(
-                    name, f"it did not initialise within {waited:.1f} s (startupTimeoutSeconds)", log, secrets
-                ) from None
+                reason = f"it did not initialise within {startup_timeout_s:g} s (startupTimeoutSeconds)"
+                raise _setup_error(name, reason, log, secrets) from None
             except Exception as exc:
                 raise _setup_error(name, _describe(exc), log, secrets) from None
             listed.extend((name, client, tool) for tool in tools)

@@ -152,7 +152,6 @@ class AgentClient:
             self._provider = create_provider(variant.model, {"mock": self.settings.mock})
         except EndingException as exc:
             self._provider_error = exc.ending
-        self._component = f"mst.agent/{variant.id}"
 
     async def aclose(self) -> None:
         if self._provider is not None:
@@ -192,6 +191,8 @@ class AgentClient:
             ending = exc.ending
         except Exception as exc:
             ending = from_exception(exc)
+        if request.secrets and ending is not COMPLETED:
+            ending = _scrub(ending, request.secrets)
         usage = {
             "inputTokens": state.input_tokens,
             "outputTokens": state.output_tokens,
@@ -297,3 +298,16 @@ class AgentClient:
         rec.emit(TOOL_COMPLETE, data)
         return ToolResult(call_id, name, text, not success)
 
+
+def _scrub(ending: Ending, secrets: Mapping[str, str]) -> Ending:
+    """Remove secret values from an ending's text (it may quote an exception or a provider's error)."""
+
+    def clean(text: str) -> str:
+        for value in secrets.values():
+            if value:
+                text = text.replace(value, "[REDACTED]")
+        return text
+
+    if isinstance(ending, Infrastructure):
+        return Infrastructure(ending.what, clean(ending.why), ending.retryable)
+    return ending if ending.detail is None else Trial(ending.outcome, clean(ending.detail))

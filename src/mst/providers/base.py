@@ -157,6 +157,5 @@ class Provider(Protocol):
 
     def session(self, context: AttemptContext) -> ModelSession:
         """Bind to one attempt. May raise ``EndingException`` (e.g. a setup error in the case's script)."""
-        ...
 
     async def aclose(self) -> None: ...
