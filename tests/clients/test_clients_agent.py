@@ -189,8 +189,11 @@ async def test_system_prompt_counts_in_the_mock_s_input_tokens(tmp_path: Path) -
     assert prompted.usage["inputTokens"] > plain.usage["inputTokens"]
 
 
-@pytest.mark.parametrize(("model", "phrase"), [("openai:gpt-4o", "not available yet"), (None, "names no model")])
-async def test_unavailable_model_is_a_setup_failure(tmp_path: Path, model: str | None, phrase: str) -> None:
+@pytest.mark.parametrize(("model", "phrase"), [("anthropic:claude-x", "no API key"), (None, "names no model")])
+async def test_unavailable_model_is_a_setup_failure(
+    tmp_path: Path, model: str | None, phrase: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     client = agent(model=model)
     outcome, events = await run(client, tmp_path)
     assert isinstance(outcome.ending, Infrastructure)

@@ -62,6 +62,7 @@ from mst.providers.base import (
     UserMessage,
 )
 from mst.providers.mock import MockSettings
+from mst.providers.settings import ProviderSettings
 from mst.session.events import (
     ASSISTANT_MESSAGE,
     MODEL_REQUEST,
@@ -107,6 +108,11 @@ class AgentSettings(BaseModel):
     mock: MockSettings | None = Field(
         default=None, description="Script of the offline mock model (`model: mock`)."
     )
+    provider: ProviderSettings | None = Field(
+        default=None,
+        description="How to reach a real model (`model: openai:...` or `anthropic:...`): base URL, key "
+        "secret name, streaming, SDK retries, request timeout.",
+    )
 
 
 class _State:
@@ -149,7 +155,9 @@ class AgentClient:
         self._provider: Provider | None = None
         self._provider_error: Ending | None = None
         try:
-            self._provider = create_provider(variant.model, {"mock": self.settings.mock})
+            self._provider = create_provider(
+                variant.model, {"mock": self.settings.mock, "provider": self.settings.provider}
+            )
         except EndingException as exc:
             self._provider_error = exc.ending
 

@@ -159,7 +159,8 @@ class CommandClient:
         started = time.monotonic()
         settings, rec = self.settings, request.transcript
         argv = [self._fill(a, request, with_prompt=True) for a in settings.command]
-        artifacts = request.artifacts_dir
+        # Absolute: the command runs with its cwd there, so a relative run dir would point elsewhere.
+        artifacts = request.artifacts_dir.absolute()
         artifacts.mkdir(parents=True, exist_ok=True)
         transcript_path = (
             artifacts / self._fill(settings.transcript, request, with_prompt=False)

@@ -6,7 +6,12 @@ from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Any
 
-BUILTIN = {"agent": "mst.clients.agent:AgentClient", "command": "mst.clients.command:CommandClient"}
+BUILTIN = {
+    "agent": "mst.clients.agent:AgentClient",
+    "command": "mst.clients.command:CommandClient",
+    "claude-code": "mst.clients.claude_code:ClaudeCodeClient",
+    "codex": "mst.clients.codex:CodexClient",
+}
 
 
 class UnknownClient(LookupError):

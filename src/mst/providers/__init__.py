@@ -32,12 +32,12 @@ from mst.providers.base import (
 
 ProviderFactory = Callable[[str, Mapping[str, Any]], Provider]
 """``factory(model, options)``: ``model`` is the part after ``prefix:``; ``options`` are the
-client's provider options (for the mock: ``{"mock": MockSettings | None}``)."""
+client's provider options: ``{"mock": MockSettings | None, "provider": ProviderSettings | None}``."""
 
 MOCK_MODEL = "mock"
 
 # Prefixes planned but not built yet: naming one is a clear setup error, not "unknown provider".
-_PLANNED = ("openai", "anthropic")
+_PLANNED: tuple[str, ...] = ()
 
 
 def _mock_factory(model: str, options: Mapping[str, Any]) -> Provider:
@@ -46,7 +46,22 @@ def _mock_factory(model: str, options: Mapping[str, Any]) -> Provider:
     return MockProvider(options.get("mock"))
 
 
-_REGISTRY: dict[str, ProviderFactory] = {MOCK_MODEL: _mock_factory}
+def _openai_factory(model: str, options: Mapping[str, Any]) -> Provider:
+    # The adapter module is light; the `openai` SDK itself is imported at the first request.
+    from mst.providers.openai import OpenAIProvider
+
+    return OpenAIProvider(model, options.get("provider"))
+
+
+def _anthropic_factory(model: str, options: Mapping[str, Any]) -> Provider:
+    from mst.providers.anthropic import AnthropicProvider
+
+    return AnthropicProvider(model, options.get("provider"))
+
+
+_REGISTRY: dict[str, ProviderFactory] = {
+    MOCK_MODEL: _mock_factory, "openai": _openai_factory, "anthropic": _anthropic_factory,
+}
 
 
 def register_provider(prefix: str, factory: ProviderFactory) -> None:

@@ -1,0 +1,179 @@
+"""The ``anthropic:`` provider: the Messages API with ``tool_use`` / ``tool_result``, through the official SDK.
+
+``model: anthropic:claude-sonnet-4-5`` talks to Anthropic (or ``settings.provider.baseUrl`` /
+``ANTHROPIC_BASE_URL``). Tool results go back as ``tool_result`` blocks in one user message per
+model turn, errors flagged with ``is_error``, which is how the Messages API expects them.
+
+The key comes from the attempt's secrets, else the environment, under ``ANTHROPIC_API_KEY`` (or
+``apiKeySecret``), and goes to the SDK as an argument only.
+
+Endings come from the SDK's typed exceptions (529 is its ``OverloadedError``, an
+``InternalServerError``), through :mod:`mst.providers._errors`. The only text read is Anthropic's
+context-length wording (``prompt is too long``) in a 400's message, and the typed stop reason
+``model_context_window_exceeded``; both become :class:`ContextOverflow`. The SDK is imported at
+the first request (importing it costs about two seconds of CPU).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from mst.endings import EndingException, Infrastructure
+from mst.providers import _errors
+from mst.providers.base import (
+    AssistantMessage,
+    AttemptContext,
+    ContextOverflow,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+from mst.providers.settings import ProviderSettings
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+
+PROVIDER: Final = "anthropic"
+DEFAULT_KEY: Final = "ANTHROPIC_API_KEY"
+DEFAULT_MAX_TOKENS: Final = 4096
+_CONTEXT_TEXT: Final = re.compile(r"prompt is too long|context window|too many (input )?tokens", re.IGNORECASE)
+
+
+def _tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    out = []
+    for t in tools:
+        schema = dict(t.input_schema)
+        if schema.get("type") != "object":
+            schema = {"type": "object", "properties": {}, **schema, **{"type": "object"}}
+        out.append({"name": t.name, "description": t.description, "input_schema": schema})
+    return out
+
+
+def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Messages API turns: consecutive tool results share one user message, as the API requires."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, UserMessage):
+            out.append({"role": "user", "content": m.content})
+        elif isinstance(m, AssistantMessage):
+            blocks: list[dict[str, Any]] = []
+            if m.content:
+                blocks.append({"type": "text", "text": m.content})
+            blocks.extend({"type": "tool_use", "id": c.id, "name": c.name, "input": dict(c.arguments)}
+                          for c in m.tool_calls)
+            out.append({"role": "assistant", "content": blocks})
+        elif isinstance(m, ToolResult):
+            block = {"type": "tool_result", "tool_use_id": m.call_id, "content": m.content, "is_error": m.is_error}
+            last = out[-1] if out else None
+            if last is not None and last["role"] == "user" and isinstance(last["content"], list):
+                last["content"].append(block)
+            else:
+                out.append({"role": "user", "content": [block]})
+    return out
+
+
+class AnthropicProvider:
+    """One per variant; SDK clients are made per API key."""
+
+    name = PROVIDER
+
+    def __init__(self, model: str, settings: ProviderSettings | None) -> None:
+        self.model = model
+        self.settings = settings or ProviderSettings()
+        self._clients: dict[str, AsyncAnthropic] = {}
+
+    def session(self, context: AttemptContext) -> AnthropicSession:
+        return AnthropicSession(self, context.secrets)
+
+    def client(self, secrets: Mapping[str, str]) -> tuple[AsyncAnthropic, str]:
+        s = self.settings
+        secret = s.apiKeySecret or DEFAULT_KEY
+        key = secrets.get(secret) or os.environ.get(secret)
+        if not key:
+            raise _errors.no_key(PROVIDER, secret)
+        client = self._clients.get(key)
+        if client is None:
+            from anthropic import AsyncAnthropic
+
+            base_url = s.baseUrl or os.environ.get("ANTHROPIC_BASE_URL")
+            client = AsyncAnthropic(api_key=key, base_url=base_url, max_retries=s.maxRetries,
+                                    timeout=s.timeoutSeconds)
+            self._clients[key] = client
+        return client, key
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.close()
+
+
+class AnthropicSession:
+    __slots__ = ("_provider", "_secrets")
+
+    def __init__(self, provider: AnthropicProvider, secrets: Mapping[str, str]) -> None:
+        self._provider = provider
+        self._secrets = secrets
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        import anthropic
+        import httpx2
+
+        provider = self._provider
+        client, key = provider.client(self._secrets)
+        s = provider.settings
+        params: dict[str, Any] = {
+            "model": provider.model,
+            "max_tokens": s.maxOutputTokens or DEFAULT_MAX_TOKENS,
+            "messages": _messages(request.messages),
+        }
+        if request.system:
+            params["system"] = request.system
+        if request.tools:
+            params["tools"] = _tools(request.tools)
+        if s.temperature is not None:
+            params["temperature"] = min(s.temperature, 1.0)
+        hide = (key, *self._secrets.values())
+        try:
+            if s.stream:
+                async with client.messages.stream(**params) as stream:
+                    message = await stream.get_final_message()
+            else:
+                message = await client.messages.create(**params)
+        except anthropic.APIStatusError as exc:
+            text = _errors.clean(str(exc.message), hide)
+            overflow = exc.status_code == 413 or (
+                exc.status_code == 400 and _CONTEXT_TEXT.search(str(exc.message)) is not None)
+            _errors.raise_for_status(PROVIDER, provider.model, exc.status_code, text, context_overflow=overflow)
+        except anthropic.APITimeoutError:
+            raise _errors.network(PROVIDER, "read timeout", f"no response within {s.timeoutSeconds:g} s") from None
+        except anthropic.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise _errors.network(
+                PROVIDER, "connection failed", _errors.clean(f"{type(cause).__name__}: {cause}", hide)) from None
+        except (httpx2.TransportError, httpx2.StreamError) as exc:
+            raise _errors.network(PROVIDER, "the stream broke", f"{type(exc).__name__}: {exc}") from None
+        except anthropic.APIError as exc:
+            raise EndingException(Infrastructure(
+                "provider-api", f"{PROVIDER}: error in the response: {_errors.clean(str(exc), hide)}", True)) from None
+        if message.stop_reason == "model_context_window_exceeded":
+            raise ContextOverflow(f"{PROVIDER}: stop reason model_context_window_exceeded")
+        text_parts: list[str] = []
+        calls: list[ToolCall] = []
+        for block in message.content:
+            if block.type == "text":
+                text_parts.append(block.text)
+            elif block.type == "tool_use":
+                arguments = block.input if isinstance(block.input, dict) else {}
+                calls.append(ToolCall(block.id, block.name, arguments))
+        u = message.usage
+        input_tokens = u.input_tokens + (u.cache_creation_input_tokens or 0) + (u.cache_read_input_tokens or 0)
+        return ModelResponse("".join(text_parts), tuple(calls), Usage(input_tokens, u.output_tokens),
+                             message.stop_reason)

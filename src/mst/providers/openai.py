@@ -1,0 +1,241 @@
+"""The ``openai:`` provider: chat completions with tool calling, through the official ``openai`` SDK.
+
+``model: openai:gpt-4o-mini`` talks to OpenAI; with ``settings.provider.baseUrl`` (or
+``OPENAI_BASE_URL``) it talks to any OpenAI-compatible server (a gateway, vLLM, llama.cpp, Ollama).
+Responses come as one JSON body or, with ``stream: true``, as server-sent events whose deltas
+are put back together here (text, and tool calls by their ``index``).
+
+The API key is read per attempt from the attempt's secrets (``--secrets-file``), else the
+process environment, under ``OPENAI_API_KEY`` (or ``apiKeySecret``). It goes to the SDK as an
+argument only: never argv, never a transcript, never an ending (messages are scrubbed of it).
+
+Endings are decided here, from the SDK's typed exceptions (see :mod:`mst.providers._errors`).
+The only text read is OpenAI's own context-length signal: the error ``code``
+``context_length_exceeded``, or, for compatible servers that lack codes, the phrases they use
+for it in a 400's message. The SDK is imported when the first request is made, so ``mst --help``
+and mock-only evals never pay for it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+from mst.endings import EndingException, Infrastructure
+from mst.providers import _errors
+from mst.providers.base import (
+    AssistantMessage,
+    AttemptContext,
+    Message,
+    ModelOutputError,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+from mst.providers.settings import ProviderSettings
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+PROVIDER: Final = "openai"
+DEFAULT_KEY: Final = "OPENAI_API_KEY"
+# A compatible local server usually needs no key; the SDK insists on one, so it gets this.
+_NO_KEY: Final = "mst-no-key"
+# How OpenAI and compatible servers (vLLM, llama.cpp, LiteLLM, Azure) word a context overflow
+# when they give no `context_length_exceeded` code. Read only here, only on a 400/413.
+_CONTEXT_TEXT: Final = re.compile(
+    r"context[ _]length|maximum context|context window|too many tokens|prompt is too long|"
+    r"reduce the length of the messages",
+    re.IGNORECASE,
+)
+
+
+def _tool_payload(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    out = []
+    for t in tools:
+        schema = dict(t.input_schema) or {"type": "object", "properties": {}}
+        out.append({"type": "function", "function": {"name": t.name, "description": t.description,
+                                                      "parameters": schema}})
+    return out
+
+
+def _messages(system: str | None, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for m in messages:
+        if isinstance(m, UserMessage):
+            out.append({"role": "user", "content": m.content})
+        elif isinstance(m, AssistantMessage):
+            msg: dict[str, Any] = {"role": "assistant", "content": m.content or None}
+            if m.tool_calls:
+                msg["tool_calls"] = [
+                    {"id": c.id, "type": "function",
+                     "function": {"name": c.name, "arguments": orjson.dumps(dict(c.arguments)).decode()}}
+                    for c in m.tool_calls
+                ]
+            out.append(msg)
+        elif isinstance(m, ToolResult):
+            out.append({"role": "tool", "tool_call_id": m.call_id, "content": m.content})
+    return out
+
+
+def _arguments(name: str, raw: str | None) -> Mapping[str, Any]:
+    """A tool call's arguments; text that is not a JSON object is the model's failure (client-error)."""
+    if not raw:
+        return {}
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise ModelOutputError(f"the model called {name!r} with arguments that are not JSON: {raw[:200]!r}") from None
+    if not isinstance(value, dict):
+        raise ModelOutputError(f"the model called {name!r} with arguments that are not a JSON object: {raw[:200]!r}")
+    return value
+
+
+class OpenAIProvider:
+    """One per variant; SDK clients are made per API key (the key may differ per secrets file)."""
+
+    name = PROVIDER
+
+    def __init__(self, model: str, settings: ProviderSettings | None) -> None:
+        self.model = model
+        self.settings = settings or ProviderSettings()
+        self._clients: dict[str, AsyncOpenAI] = {}
+
+    def session(self, context: AttemptContext) -> OpenAISession:
+        return OpenAISession(self, context.secrets)
+
+    def client(self, secrets: Mapping[str, str]) -> tuple[AsyncOpenAI, str]:
+        s = self.settings
+        secret = s.apiKeySecret or DEFAULT_KEY
+        key = secrets.get(secret) or os.environ.get(secret)
+        base_url = s.baseUrl or os.environ.get("OPENAI_BASE_URL")
+        if not key:
+            if base_url is None:
+                raise _errors.no_key(PROVIDER, secret)
+            key = _NO_KEY
+        client = self._clients.get(key)
+        if client is None:
+            from openai import AsyncOpenAI
+
+            client = AsyncOpenAI(api_key=key, base_url=base_url, max_retries=s.maxRetries, timeout=s.timeoutSeconds)
+            self._clients[key] = client
+        return client, key
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.close()
+
+
+class OpenAISession:
+    __slots__ = ("_provider", "_secrets")
+
+    def __init__(self, provider: OpenAIProvider, secrets: Mapping[str, str]) -> None:
+        self._provider = provider
+        self._secrets = secrets
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        # `client.post` with the SDK's own response types, rather than `chat.completions.create`:
+        # the latter re-walks every message against the request's TypedDicts on each call
+        # (about 2 ms a turn with a dozen messages), which changes nothing in a body built here
+        # from plain JSON values. Status handling, retries and parsing are the SDK's all the same.
+        import openai
+        from openai.types.chat import ChatCompletion
+
+        provider = self._provider
+        client, key = provider.client(self._secrets)
+        s = provider.settings
+        params: dict[str, Any] = {"model": provider.model, "messages": _messages(request.system, request.messages)}
+        if request.tools:
+            params["tools"] = _tool_payload(request.tools)
+        if s.maxOutputTokens is not None:
+            params["max_completion_tokens"] = s.maxOutputTokens
+        if s.temperature is not None:
+            params["temperature"] = s.temperature
+        hide = (key, *self._secrets.values())
+        try:
+            if s.stream:
+                return await self._streamed(client, params)
+            completion = await client.post("/chat/completions", cast_to=ChatCompletion, body=params)
+        except openai.APIStatusError as exc:
+            message = _errors.clean(str(exc.message), hide)
+            overflow = exc.code == "context_length_exceeded" or (
+                exc.status_code in (400, 413) and _CONTEXT_TEXT.search(str(exc.message)) is not None)
+            _errors.raise_for_status(PROVIDER, provider.model, exc.status_code, message, context_overflow=overflow)
+        except openai.APITimeoutError:
+            raise _errors.network(PROVIDER, "read timeout", f"no response within {s.timeoutSeconds:g} s") from None
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            detail = _errors.clean(f"{type(cause).__name__}: {cause}", hide)
+            raise _errors.network(PROVIDER, "connection failed", detail) from None
+        except openai.APIResponseValidationError as exc:
+            raise EndingException(Infrastructure(
+                "provider-api", f"{PROVIDER}: the response could not be read: {_errors.clean(str(exc), hide)}",
+                True)) from None
+        except openai.APIError as exc:
+            # An error event inside a stream: the provider failed mid-response.
+            raise EndingException(Infrastructure(
+                "provider-api", f"{PROVIDER}: error in the response: {_errors.clean(str(exc), hide)}", True)) from None
+        if not completion.choices:
+            raise EndingException(Infrastructure(
+                "provider-api", f"{PROVIDER}: the response has no choices", True))
+        answer = completion.choices[0].message
+        calls = tuple(
+            ToolCall(c.id, c.function.name, _arguments(c.function.name, c.function.arguments))
+            for c in (answer.tool_calls or ()) if c.type == "function"
+        )
+        usage = completion.usage
+        return ModelResponse(
+            answer.content or "", calls,
+            Usage(usage.prompt_tokens, usage.completion_tokens) if usage is not None else Usage(),
+            completion.choices[0].finish_reason,
+        )
+
+    async def _streamed(self, client: AsyncOpenAI, params: dict[str, Any]) -> ModelResponse:
+        import httpx2
+        from openai import AsyncStream
+        from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+        text: list[str] = []
+        calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
+        usage = Usage()
+        finish: str | None = None
+        try:
+            stream = await client.post(
+                "/chat/completions", cast_to=ChatCompletion, stream=True, stream_cls=AsyncStream[ChatCompletionChunk],
+                body={**params, "stream": True, "stream_options": {"include_usage": True}})
+            async with stream:
+                async for chunk in stream:
+                    if chunk.usage is not None:
+                        usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+                    for choice in chunk.choices[:1]:
+                        delta = choice.delta
+                        if delta.content:
+                            text.append(delta.content)
+                        for tc in delta.tool_calls or ():
+                            slot = calls.setdefault(tc.index, ["", "", ""])
+                            if tc.id:
+                                slot[0] = tc.id
+                            if tc.function is not None:
+                                slot[1] += tc.function.name or ""
+                                slot[2] += tc.function.arguments or ""
+                        if choice.finish_reason:
+                            finish = choice.finish_reason
+        except (httpx2.TransportError, httpx2.StreamError) as exc:
+            # A drop mid-stream is not wrapped by the SDK (its retries only cover the request).
+            raise _errors.network(PROVIDER, "the stream broke", f"{type(exc).__name__}: {exc}") from None
+        tool_calls = tuple(
+            ToolCall(slot[0] or f"call_{index}", slot[1], _arguments(slot[1], slot[2]))
+            for index, slot in sorted(calls.items())
+        )
+        return ModelResponse("".join(text), tool_calls, usage, finish)

@@ -1,0 +1,120 @@
+"""Fake ``claude`` and ``codex`` CLIs: check the arguments mst passes, then replay a recorded session.
+
+The session is a JSONL file named by ``FAKE_SCENARIO`` (a path, or a name under ``streams/<cli>/``),
+in the CLI's documented output format. Lines whose object has a ``"_fake"`` key are directives,
+not output: ``{"_fake": "sleep", "seconds": s}``, ``{"_fake": "exit", "code": n}``,
+``{"_fake": "kill"}`` (SIGKILL itself: a crash), ``{"_fake": "raw", "text": "..."}`` (print text as
+is: unreadable output), ``{"_fake": "stderr", "text": "..."}``, ``{"_fake": "spawn"}`` (start a
+grandchild that would outlive a careless parent, for leak tests).
+
+Checks done the way the real CLIs would fail: a missing required flag exits 1 with a message on
+stderr; an MCP server config that names an environment variable the process lacks makes the
+server ``failed`` (claude) or an ``error`` event (codex), as does a server whose name starts
+with ``broken`` (a server that crashes at start). ``FAKE_RECORD`` names a file to which
+the argv, the MCP config seen, and the stdin prompt are written as JSON (never the environment).
+``{prompt}`` in a replayed line is replaced by the prompt read from stdin.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def fail(message: str) -> None:
+    sys.stderr.write(message + "\n")
+    sys.exit(1)
+
+
+def option(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv and argv.index(name) + 1 < len(argv) else None
+
+
+def claude(argv: list[str]) -> dict[str, Any]:
+    if "-p" not in argv and "--print" not in argv:
+        fail("fake claude: expected -p")
+    if option(argv, "--output-format") != "stream-json":
+        fail("fake claude: expected --output-format stream-json")
+    if "--verbose" not in argv:
+        fail("Error: When using --print, --output-format=stream-json requires --verbose")
+    path = option(argv, "--mcp-config")
+    config = json.loads(Path(path).read_text()) if path else {"mcpServers": {}}
+    status: dict[str, str] = {}
+    for name, server in config["mcpServers"].items():
+        text = json.dumps(server)
+        missing = [v for v in REF.findall(text) if v not in os.environ]
+        ok = server.get("type") in ("stdio", "http") and not missing and not name.startswith("broken")
+        status[name] = "connected" if ok else "failed"
+    return {"servers": status, "config": config}
+
+
+def codex(argv: list[str]) -> dict[str, Any]:
+    if argv[:1] != ["exec"] or "--json" not in argv:
+        fail("fake codex: expected `exec --json`")
+    if argv[-1] != "-":
+        fail("fake codex: expected the prompt on stdin (`-`)")
+    servers: dict[str, dict[str, str]] = {}
+    for i, arg in enumerate(argv):
+        if arg == "-c":
+            key, _, value = argv[i + 1].partition("=")
+            parts = key.split(".")
+            if parts[0] == "mcp_servers" and len(parts) == 3:
+                servers.setdefault(parts[1], {})[parts[2]] = value
+    status = {}
+    for name, keys in servers.items():
+        needed = json.loads(keys.get("env_vars", "[]"))
+        needed += re.findall(r'= "([A-Za-z0-9_]+)"', keys.get("env_http_headers", ""))
+        ok = ("command" in keys or "url" in keys) and all(v in os.environ for v in needed)
+        ok = ok and not name.startswith("broken")
+        status[name] = "connected" if ok else "failed"
+    return {"servers": status, "config": servers}
+
+
+def main() -> None:
+    cli, argv = sys.argv[1], sys.argv[2:]
+    seen = claude(argv) if cli == "claude" else codex(argv)
+    prompt = sys.stdin.read()
+    record = os.environ.get("FAKE_RECORD")
+    if record:
+        Path(record).write_text(json.dumps({"argv": argv, "config": seen["config"], "prompt": prompt}))
+    scenario = os.environ.get("FAKE_SCENARIO", "ok")
+    path = Path(scenario) if "/" in scenario else HERE / "streams" / cli / f"{scenario}.jsonl"
+    for name, state in seen["servers"].items():
+        if state == "failed" and cli == "codex":
+            print(json.dumps({"type": "error", "message": f"MCP client for `{name}` failed to start: "
+                              "missing environment variable"}), flush=True)
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        obj = json.loads(line)
+        directive = obj.get("_fake") if isinstance(obj, dict) else None
+        if directive == "sleep":
+            time.sleep(float(obj["seconds"]))
+        elif directive == "exit":
+            sys.exit(int(obj["code"]))
+        elif directive == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif directive == "raw":
+            print(obj["text"], flush=True)
+        elif directive == "stderr":
+            sys.stderr.write(obj["text"] + "\n")
+        elif directive == "spawn":
+            subprocess.Popen(["sleep", "300"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        else:
+            if cli == "claude" and obj.get("type") == "system" and obj.get("subtype") == "init":
+                obj["mcp_servers"] = [{"name": n, "status": s} for n, s in seen["servers"].items()]
+            print(json.dumps(obj).replace("{prompt}", prompt.strip().replace('"', "'")), flush=True)
+
+
+if __name__ == "__main__":
+    main()
