@@ -131,13 +131,16 @@ class Collector:
         transcript_rel = RunPaths.transcript_rel(variant_id, case_id, trial)
         write_transcript(f"{self._root}/{transcript_rel}", events)
         artifacts_rel = RunPaths.artifacts_rel(variant_id, case_id, trial)
+        has_artifacts = _non_empty(f"{self._root}/{artifacts_rel}")
+        if has_artifacts and self.redactor.active:
+            self.redactor.tree(Path(f"{self._root}/{artifacts_rel}"))
         answer = outcome.answer if outcome else None
         record: dict[str, Any] = {
             "variant": variant_id, "case": case_id, "trial": trial, "try": spec.try_number,
             "ending": endings.to_json(ending), "infrastructureError": endings.infrastructure_error(ending),
             "answer": self.redactor.text(answer) if isinstance(answer, str) else answer,
             "transcript": transcript_rel,
-            "artifacts": artifacts_rel if _non_empty(f"{self._root}/{artifacts_rel}") else None,
+            "artifacts": artifacts_rel if has_artifacts else None,
             "durationMs": round(seconds * 1000, 3),
             "usage": outcome.usage if outcome else {},
         }

@@ -12,7 +12,7 @@ CANARY = "sk-canary-7f3a9c1e5b"
 def test_secret_never_reaches_run_files_or_output(tmp_path: Path) -> None:
     (tmp_path / "secrets.env").write_text(f"# keys\nMY_KEY={CANARY}\n")
     variant = {"id": "cmd", "client": "command",
-               "settings": {"command": ["sh", "-c", 'echo "42 key=$MY_KEY"; echo "err $MY_KEY" >&2']}}
+               "settings": {"command": ["sh", "-c", 'echo "42 key=$MY_KEY"; echo "err $MY_KEY" >&2; echo "k=$MY_KEY" > notes.txt']}}
     doc = basic_eval(variants=[variant], assertions=[{"type": "contains", "value": "42"}],
                      cases=[{"id": "c1", "prompt": "say 42", "expected": "42"}])
     path = write_eval(tmp_path, doc)
@@ -28,6 +28,7 @@ def test_secret_never_reaches_run_files_or_output(tmp_path: Path) -> None:
             if b"key=[REDACTED]" in text:
                 answers.append(file.name)
     assert "run.json" in answers  # the client did read the key: it was redacted, not absent
+    assert (next(run.rglob("notes.txt"))).read_text() == "k=[REDACTED]\n"  # artifacts too
     proc = run_cli("grade", str(run), "--secrets-file", "secrets.env", cwd=tmp_path)
     assert CANARY not in proc.stdout + proc.stderr
     for file in (tmp_path / "runs").rglob("*"):

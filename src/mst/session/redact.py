@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 REDACTED = "[REDACTED]"
@@ -40,6 +42,25 @@ class Redactor:
         if isinstance(value, list):
             return [self.value(v) for v in value]
         return value
+
+    def tree(self, root: Path) -> int:
+        """Redact secrets in every file under ``root`` (a client's artifacts); returns files changed.
+
+        Bytes that are not UTF-8 survive untouched (surrogateescape), so binary artifacts are
+        only rewritten where a secret's text actually occurs in them.
+        """
+        if self._regex is None:
+            return 0
+        changed = 0
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+            text = path.read_bytes().decode("utf-8", "surrogateescape")
+            clean = self._regex.sub(REDACTED, text)
+            if clean != text:
+                tmp = path.with_name(f".{path.name}.redact.tmp")
+                tmp.write_bytes(clean.encode("utf-8", "surrogateescape"))
+                os.replace(tmp, path)
+                changed += 1
+        return changed
 
 
 NO_REDACTION = Redactor()
