@@ -100,8 +100,17 @@ def make_eval(root: Path, attempts: int, *, latency_ms: float = 0, concurrency: 
     (root / "judges.py").write_text(JUDGES_PY)
     with open(root / "cases.jsonl", "w") as fh:
         for i in range(n_cases):
-            fh.write(json.dumps({"id": f"case-{i:06d}", "prompt": f"What is {i} plus {i}?",
-                                 "expected": str(2 * i), "metadata": {"i": i}}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": f"case-{i:06d}",
+                        "prompt": f"What is {i} plus {i}?",
+                        "expected": str(2 * i),
+                        "metadata": {"i": i},
+                    }
+                )
+                + "\n"
+            )
     path = root / "eval.yaml"
     path.write_text(EVAL_YAML.format(n=n_cases * 10, concurrency=concurrency, latency=latency_ms))
     return path
@@ -121,10 +130,12 @@ def measure_child(argv: list[str], cwd: Path) -> dict[str, float]:
         "wall = time.perf_counter() - t0\n"
         "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
         "print(json.dumps({'rc': p.returncode, 'wall': wall, 'rss_mib': ru.ru_maxrss / 1024,\n"
-        "                  'cpu': ru.ru_utime + ru.ru_stime, 'stderr': p.stderr.decode()[-4000:]}))\n"
+        "                  'cpu': ru.ru_utime + ru.ru_stime, 'sys': ru.ru_stime,\n"
+        "                  'stderr': p.stderr.decode()[-4000:]}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, json.dumps(argv), str(cwd)], check=True,
-                         stdout=subprocess.PIPE).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(argv), str(cwd)], check=True, stdout=subprocess.PIPE
+    ).stdout
     result = json.loads(out)
     if result["rc"] not in (0, 3):
         raise SystemExit(f"{' '.join(argv)} failed ({result['rc']}):\n{result['stderr']}")
@@ -137,7 +148,9 @@ def _latest(runs_dir: Path) -> Path:
 
 def bench_run(args: argparse.Namespace, work: Path) -> dict[int, Path]:
     runs: dict[int, Path] = {}
-    print(f"{'attempts':>9} {'grade':>6} {'wall s':>8} {'ms/attempt':>11} {'cpu s':>7} {'peak RSS MiB':>13}")
+    print(
+        f"{'attempts':>9} {'grade':>6} {'wall s':>8} {'ms/attempt':>11} {'cpu s':>7} {'sys s':>7} {'peak RSS MiB':>13}"
+    )
     for n in args.attempts:
         root = work / f"eval-{n}"
         eval_path = make_eval(root, n)
@@ -147,8 +160,11 @@ def bench_run(args: argparse.Namespace, work: Path) -> dict[int, Path]:
             argv.append("--no-grade")
         r = measure_child(_pinned(argv), root)
         runs[n] = _latest(root / "runs")
-        print(f"{n:>9} {'yes' if grade else 'no':>6} {r['wall']:>8.2f} {1000 * r['wall'] / n:>11.3f} "
-              f"{r['cpu']:>7.2f} {r['rss_mib']:>13.1f}", flush=True)
+        print(
+            f"{n:>9} {'yes' if grade else 'no':>6} {r['wall']:>8.2f} {1000 * r['wall'] / n:>11.3f} "
+            f"{r['cpu']:>7.2f} {r['sys']:>7.2f} {r['rss_mib']:>13.1f}",
+            flush=True,
+        )
     return runs
 
 
@@ -163,8 +179,11 @@ def bench_regrade(args: argparse.Namespace, work: Path, runs: dict[int, Path] | 
     out_dir = work / f"regrades-{n}"
     r = measure_child(_pinned([MST, "grade", str(run_dir), "--runs-dir", str(out_dir), "--json"]), work)
     trials = json.loads((_latest(out_dir) / "summary.json").read_text())["totals"]["trials"]
-    print(f"regrade of {n} attempts ({trials} trials): {r['wall']:.2f} s wall, "
-          f"{1000 * r['wall'] / trials:.3f} ms/trial, cpu {r['cpu']:.2f} s, peak RSS {r['rss_mib']:.1f} MiB")
+    print(
+        f"regrade of {n} attempts ({trials} trials): {r['wall']:.2f} s wall, "
+        f"{1000 * r['wall'] / trials:.3f} ms/trial, cpu {r['cpu']:.2f} s (sys {r['sys']:.2f}), "
+        f"peak RSS {r['rss_mib']:.1f} MiB"
+    )
 
 
 def bench_version(args: argparse.Namespace) -> None:
@@ -173,8 +192,7 @@ def bench_version(args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         subprocess.run(_pinned([MST, "--version"]), check=True, stdout=subprocess.DEVNULL)
         times.append(time.perf_counter() - t0)
-    print(f"mst --version: best {min(times):.3f} s, median {sorted(times)[len(times) // 2]:.3f} s "
-          f"({args.repeat} runs)")
+    print(f"mst --version: best {min(times):.3f} s, median {sorted(times)[len(times) // 2]:.3f} s ({args.repeat} runs)")
 
 
 def bench_latency(args: argparse.Namespace, work: Path) -> None:
@@ -184,22 +202,46 @@ def bench_latency(args: argparse.Namespace, work: Path) -> None:
     n = args.latency_attempts
     root = work / f"latency-{n}"
     eval_path = make_eval(root, n, latency_ms=args.latency_ms, concurrency=args.concurrency)
+    clock = _PhaseClock()
     t0 = time.perf_counter()
-    outcome = run_eval(eval_path, runs_dir=root / "runs", no_grade=True)
-    wall = time.perf_counter() - t0
+    outcome = run_eval(eval_path, runs_dir=root / "runs", no_grade=True, progress=clock)
+    total = time.perf_counter() - t0
     assert outcome.summary["totals"]["attempts"] == n, outcome.summary["totals"]
+    start, end = clock.times["collect"]
+    wall = end - start
     ideal = math.ceil(n / args.concurrency) * args.latency_ms / 1000
-    print(f"latency {args.latency_ms:g} ms × {n} attempts at concurrency {args.concurrency}: "
-          f"wall {wall:.2f} s (incl. resolve + summary), ideal {ideal:.2f} s, "
-          f"throughput {n / wall:.0f}/s = {100 * ideal / wall:.1f}% of ideal")
+    print(
+        f"latency {args.latency_ms:g} ms × {n} attempts at concurrency {args.concurrency}: "
+        f"collect {wall:.2f} s (whole run_eval {total:.2f} s), ideal {ideal:.2f} s, "
+        f"throughput {n / wall:.0f}/s = {100 * ideal / wall:.1f}% of ideal"
+    )
+
+
+class _PhaseClock:
+    """A progress sink that times each phase, from its start to its finish."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, list[float]] = {}
+        self._phase = ""
+
+    def start(self, phase: str, total: int) -> None:
+        self._phase = phase
+        self.times[phase] = [time.perf_counter()]
+
+    def advance(self, n: int = 1) -> None:
+        pass
+
+    def finish(self) -> None:
+        self.times[self._phase].append(time.perf_counter())
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=["run", "regrade", "version", "latency", "all"])
     parser.add_argument("--attempts", type=int, nargs="+", default=[2_000, 20_000, 100_000])
-    parser.add_argument("--no-grade-above", type=int, default=10**9,
-                        help="collect only (--no-grade) for runs larger than this")
+    parser.add_argument(
+        "--no-grade-above", type=int, default=10**9, help="collect only (--no-grade) for runs larger than this"
+    )
     parser.add_argument("--regrade-attempts", type=int, default=20_000)
     parser.add_argument("--latency-attempts", type=int, default=2_000)
     parser.add_argument("--latency-ms", type=float, default=100)
@@ -207,8 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--workdir", type=Path, help="keep the generated evals and runs here")
     args = parser.parse_args(argv)
-    print(f"# {time.strftime('%Y-%m-%d')} {platform.machine()} {os.cpu_count()} cores, "
-          f"python {platform.python_version()}, pinned to core 0: {bool(shutil.which('taskset'))}")
+    print(
+        f"# {time.strftime('%Y-%m-%d')} {platform.machine()} {os.cpu_count()} cores, "
+        f"python {platform.python_version()}, pinned to core 0: {bool(shutil.which('taskset'))}"
+    )
     work = args.workdir or Path(tempfile.mkdtemp(prefix="mst-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     try:

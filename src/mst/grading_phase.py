@@ -8,7 +8,7 @@ and `mst grade --resume` (in place). All of them call :func:`grade_trial`,
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 from mst import endings
 from mst.config.errors import Problem, UserError
 from mst.config.resolved import ResolvedCase, ResolvedEval
-from mst.grading import LiveSource, TrialView, compare_pairwise, grade_trial
+from mst.grading import GradingSource, LiveSource, TrialView, compare_pairwise, grade_trial
 from mst.progress import Progress
 from mst.runs.files import Journal, atomic_write_json
 from mst.runs.layout import Key, RunPaths
@@ -131,9 +131,15 @@ def trial_view(run: Run, key: Key, case: ResolvedCase) -> TrialView:
 
 
 def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, *, secrets: dict[str, str],
-              progress: Progress) -> None:
-    """Grade what ``plan`` lists, journaling each record as it is made."""
-    source = LiveSource(resolved.base_dir)
+              progress: Progress, source: GradingSource | None = None,
+              on_record: Callable[[dict[str, Any]], None] | None = None) -> None:
+    """Grade what ``plan`` lists, journaling each record as it is made.
+
+    ``source`` is where judge verdicts come from: live calls by default, or a grade shard's
+    recording (a worker) or its records (the coordinator's assembly), so all three run this
+    same code. ``on_record`` sees each journaled record, as a grade worker ships them.
+    """
+    source = source if source is not None else LiveSource(resolved.base_dir)
     redactor = Redactor(secrets.values(), resolved.config.redact)
     progress.start("grade", len(plan.trials) + len(plan.pairs))
     cases = {c.id: c for c in resolved.cases}  # resolved.case() scans: quadratic over a big run
@@ -146,19 +152,23 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, *, secrets: dic
             record = redactor.value(record)
             journal.append(record)
             run.trial_grades[key] = record
+            if on_record is not None:
+                on_record(record)
             progress.advance()
         for candidate, case_id in plan.pairs:
             record = _compare(run, resolved, candidate, cases[case_id], source)
             record = redactor.value(record)
             journal.append(record)
             run.comparisons[(candidate, case_id)] = record
+            if on_record is not None:
+                on_record(record)
             progress.advance()
     progress.finish()
     run.meta["phases"]["grade"] = "complete" if grading_complete(run, resolved) else "partial"
 
 
 def _compare(run: Run, resolved: ResolvedEval, candidate: str, case: ResolvedCase,
-             source: LiveSource) -> dict[str, Any]:
+             source: GradingSource) -> dict[str, Any]:
     assert resolved.pairwise is not None and resolved.baseline is not None
     baseline = resolved.baseline.id
     indexes = _pair_indexes(run, candidate, baseline, case)

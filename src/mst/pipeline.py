@@ -7,11 +7,13 @@ returns what the CLI prints. Nothing here prints or parses arguments.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mst import __version__, endings
 from mst.collect import AttemptSpec, Collector, all_attempts
@@ -27,6 +29,10 @@ from mst.runs.run import Run, open_run
 from mst.runs.summary import finalize
 from mst.session.redact import Redactor
 
+if TYPE_CHECKING:
+    from mst.runners.base import Runner, Work
+    from mst.runners.sharded import Sharded
+
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_USER = 2
@@ -38,6 +44,7 @@ EXIT_INTERRUPTED = 130
 class Outcome:
     run: Run
     summary: dict[str, Any]
+    notes: list[str] = dataclasses.field(default_factory=list)  # what went wrong in shards, for the CLI to show
 
     @property
     def exit_code(self) -> int:
@@ -52,15 +59,24 @@ def run_eval(
     concurrency: int | None = None,
     secrets_file: Path | None = None,
     progress: Progress | None = None,
+    runner: str | None = None,
+    runner_options: Sequence[str] = (),
 ) -> Outcome:
+    """Collect (locally, or in shards on ``runner``) and grade (on the coordinator) an eval."""
     resolved = resolve_eval(eval_path)
     secrets = load_secrets(secrets_file)
-    target = runs_dir or _default_runs_dir(resolved)
-    paths = create_run_dir(target, resolved.config.name)
-    run = Run(paths, _meta(paths, resolved, no_grade=no_grade))
-    run.write()
-    write_latest(paths)
-    return _collect_and_grade(run, resolved, all_attempts(resolved), secrets, concurrency, progress)
+    with _opened(runner, runner_options, "collect") as opened:
+        target = runs_dir or _default_runs_dir(resolved)
+        meta: dict[str, Any] = {}
+
+        def populate(staging: RunPaths, run_id: str) -> None:
+            meta.update(_meta(run_id, resolved, no_grade=no_grade))
+            Run(staging, meta).write()
+
+        paths = create_run_dir(target, resolved.config.name, populate)
+        run = Run(paths, meta)
+        write_latest(paths)
+        return _collect_and_grade(run, resolved, all_attempts(resolved), secrets, concurrency, progress, opened)
 
 
 def resume_run(
@@ -69,12 +85,16 @@ def resume_run(
     concurrency: int | None = None,
     secrets_file: Path | None = None,
     progress: Progress | None = None,
+    runner: str | None = None,
+    runner_options: Sequence[str] = (),
 ) -> Outcome:
     """Collect what is missing and what a retry can help, then grade what is ungraded."""
     run = open_run(run_dir, repair=True)
     resolved = _resolve_for(run)
     secrets = load_secrets(secrets_file)
-    return _collect_and_grade(run, resolved, list(_to_resume(run, resolved)), secrets, concurrency, progress)
+    with _opened(runner, runner_options, "collect") as opened:
+        return _collect_and_grade(run, resolved, list(_to_resume(run, resolved)), secrets, concurrency, progress,
+                                  opened)
 
 
 def grade(
@@ -85,23 +105,37 @@ def grade(
     runs_dir: Path | None = None,
     secrets_file: Path | None = None,
     progress: Progress | None = None,
+    runner: str | None = None,
+    runner_options: Sequence[str] = (),
 ) -> Outcome:
-    """Regrade a run into a new run (``regradeOf``), or with ``resume`` finish one in place."""
+    """Regrade a run into a new run (``regradeOf``), or with ``resume`` finish one in place.
+
+    With ``runner``, judges run in shards and the coordinator then grades with their records
+    (a recorded source), so every file is written by the same code as a local regrade.
+    """
     source = open_run(run_dir, repair=resume)
     resolved = resolve_eval(eval_path) if eval_path else _resolve_for(source, check_digest=False)
     secrets = load_secrets(secrets_file)
     progress = progress or Silent()
-    if resume:
-        plan = plan_grading(source, resolved, resume=True)
-        run = source
-    else:
-        run = _new_regrade(source, resolved, runs_dir)
-        plan = plan_grading(run, resolved, resume=False)
-    run.meta["phases"]["grade"] = "partial"
-    run.meta["grading"] = _grading_meta(resolved)
-    run.write()
-    grade_run(run, resolved, plan, secrets=secrets, progress=progress)
-    return _finish(run, resolved)
+    with _opened(runner, runner_options, "grade") as opened:
+        if resume:
+            plan = plan_grading(source, resolved, resume=True)
+            run = source
+        else:
+            run = _new_regrade(source, resolved, runs_dir)
+            plan = plan_grading(run, resolved, resume=False)
+        run.meta["phases"]["grade"] = "partial"
+        run.meta["grading"] = _grading_meta(resolved)
+        run.write()
+        sharded = None
+        if opened is not None:
+            from mst.runners.sharded import grade_in_shards
+
+            sharded = grade_in_shards(opened, run, resolved, plan, secrets, progress)
+            run.meta["grading"]["runner"] = sharded.runner
+        grade_run(run, resolved, plan, secrets=secrets, progress=progress,
+                  source=sharded.source if sharded else None)
+        return _finish(run, resolved, sharded)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,22 +143,32 @@ def grade(
 
 def _collect_and_grade(
     run: Run, resolved: ResolvedEval, specs: Iterable[AttemptSpec], secrets: dict[str, str],
-    concurrency: int | None, progress: Progress | None,
+    concurrency: int | None, progress: Progress | None, runner: Runner | None = None,
 ) -> Outcome:
     progress = progress or Silent()
     redactor = Redactor(secrets.values(), resolved.config.redact)
     specs = list(specs)
     progress.start("collect", len(specs))
+    sharded = None
     with Journal(run.paths.attempts) as journal:
         def on_attempt(record: dict[str, Any]) -> None:
             journal.append(record)
             run.attempts[key_of(record)] = record
             progress.advance()
 
-        collector = Collector(resolved, run.paths.root, secrets=secrets, redactor=redactor,
-                              on_attempt=on_attempt, concurrency=concurrency)
-        asyncio.run(collector.run(specs))
+        if runner is None:
+            collector = Collector(resolved, run.paths.root, secrets=secrets, redactor=redactor,
+                                  on_attempt=on_attempt, concurrency=concurrency)
+            asyncio.run(collector.run(specs))
+        else:
+            from mst.runners.sharded import collect_in_shards
+
+            sharded = collect_in_shards(runner, resolved, run, specs, secrets, on_attempt, concurrency)
+            run.meta["runner"] = sharded.runner
     progress.finish()
+    if sharded is not None and sharded.interrupted:
+        run.meta["phases"]["collect"] = "partial"
+        return _finish(run, resolved, sharded)
     run.meta["phases"]["collect"] = "complete" if _all_collected(run, resolved) else "partial"
     if run.meta.get("noGrade"):
         run.meta["phases"]["grade"] = "skipped"
@@ -133,15 +177,32 @@ def _collect_and_grade(
         run.write()
         plan = plan_grading(run, resolved, resume=True)
         grade_run(run, resolved, plan, secrets=secrets, progress=progress)
-    return _finish(run, resolved)
+    return _finish(run, resolved, sharded)
 
 
-def _finish(run: Run, resolved: ResolvedEval) -> Outcome:
+def _finish(run: Run, resolved: ResolvedEval, sharded: Sharded | None = None) -> Outcome:
     summary = finalize(run, resolved)
     run.meta["updatedAt"] = _now()
     run.write()
     write_latest(run.paths)
-    return Outcome(run, summary)
+    if sharded is not None and sharded.interrupted:
+        raise KeyboardInterrupt  # after the run is written: it is resumable
+    return Outcome(run, summary, sharded.notes if sharded else [])
+
+
+@contextmanager
+def _opened(name: str | None, options: Sequence[str], work: Work) -> Iterator[Runner | None]:
+    """The runner ``name``, opened (and refused when it cannot do ``work``), closed after."""
+    if name is None:
+        yield None
+        return
+    from mst.runners.registry import open_runner
+
+    runner = open_runner(name, options, work)
+    try:
+        yield runner
+    finally:
+        runner.close()
 
 
 def _to_resume(run: Run, resolved: ResolvedEval) -> Iterable[AttemptSpec]:
@@ -179,14 +240,22 @@ def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None) -> 
     if run_case_ids != eval_case_ids:
         raise UserError(Problem(str(resolved.path), "the eval's cases differ from the run's "
                                 f"({_diff(run_case_ids, eval_case_ids)}); regrade with the eval the run used"))
-    paths = create_run_dir(runs_dir or source.paths.root.parent, resolved.config.name)
-    meta = {**_meta(paths, resolved, no_grade=False), "regradeOf": source.id,
-            "phases": {"collect": source.meta["phases"].get("collect", "complete"), "grade": "partial"},
-            "runner": source.meta.get("runner", {"name": "local"})}
-    meta["eval"]["collectedDigest"] = source.meta["eval"].get("digest")
-    run = Run(paths, meta)
-    for key, record in source.attempts.items():
-        run.attempts[key] = _link_attempt(source.paths, paths, record)
+    staged: list[Run] = []
+
+    def populate(staging: RunPaths, run_id: str) -> None:
+        meta = {**_meta(run_id, resolved, no_grade=False), "regradeOf": source.id,
+                "phases": {"collect": source.meta["phases"].get("collect", "complete"), "grade": "partial"},
+                "runner": source.meta.get("runner", {"name": "local"})}
+        meta["eval"]["collectedDigest"] = source.meta["eval"].get("digest")
+        run = Run(staging, meta)
+        for key, record in source.attempts.items():
+            run.attempts[key] = _link_attempt(source.paths, staging, record)
+        run.write()
+        staged.append(run)
+
+    paths = create_run_dir(runs_dir or source.paths.root.parent, resolved.config.name, populate)
+    run = staged[0]
+    run.paths = paths
     return run
 
 
@@ -221,11 +290,11 @@ def _default_runs_dir(resolved: ResolvedEval) -> Path:
     return Path("runs")
 
 
-def _meta(paths: RunPaths, resolved: ResolvedEval, *, no_grade: bool) -> dict[str, Any]:
+def _meta(run_id: str, resolved: ResolvedEval, *, no_grade: bool) -> dict[str, Any]:
     cfg = resolved.config
     return {
         "schema": RUN_SCHEMA,
-        "id": paths.root.name,
+        "id": run_id,
         "mst": __version__,
         "createdAt": _now(),
         "eval": {"name": cfg.name, "path": str(resolved.path.resolve()), "digest": resolved.digest},

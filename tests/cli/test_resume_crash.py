@@ -55,7 +55,7 @@ def _start(path: Path, cwd: Path) -> subprocess.Popen[bytes]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kill_after", [0.9, 1.6, 2.4, 3.2])
+@pytest.mark.parametrize("kill_after", [0.0, 0.3, 0.8, 1.4, 2.2])
 def test_sigkill_at_any_point_then_resume_is_exact(tmp_path: Path, kill_after: float) -> None:
     cases = [{"id": f"c{i}", "prompt": "p", "expected": str(i)} for i in range(12)]
     doc = basic_eval(trials=2, concurrency=3, cases=cases,
@@ -65,6 +65,10 @@ def test_sigkill_at_any_point_then_resume_is_exact(tmp_path: Path, kill_after: f
         "import time\n\ndef prefer(case, a, b):\n    time.sleep(0.02)\n    return 'tie'\n")
     path = write_eval(tmp_path, doc)
     proc = _start(path, tmp_path)
+    started = time.monotonic()
+    while not list((tmp_path / "runs").glob("*/run.json")):  # under load, start-up alone can take a second
+        assert proc.poll() is None and time.monotonic() - started < 60, "mst run did not start"
+        time.sleep(0.02)
     time.sleep(kill_after)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

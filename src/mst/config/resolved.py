@@ -59,7 +59,9 @@ class ResolvedEval:
         return next((v for v in self.config.variants if v.baseline), None)
 
     def case(self, case_id: str) -> ResolvedCase:
-        for c in self.cases:
-            if c.id == case_id:
-                return c
-        raise KeyError(case_id)
+        """A case by id, in O(1): callers look cases up once per trial."""
+        by_id: dict[str, ResolvedCase] | None = self.__dict__.get("_by_id")
+        if by_id is None:
+            by_id = {c.id: c for c in self.cases}
+            object.__setattr__(self, "_by_id", by_id)
+        return by_id[case_id]
