@@ -14,6 +14,7 @@ from typing import Any
 import click
 import orjson
 import yaml
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -59,10 +60,6 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _interval(pair: Sequence[float] | None) -> str:
-    return f"[{pair[0]:.4g}, {pair[1]:.4g}]" if pair else "—"
-
-
 def _dump(value: Any) -> None:
     click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
 
@@ -78,12 +75,8 @@ def graders() -> None:
 
 @graders.command("run")
 @click.argument("session", type=click.Path(path_type=Path))
-@click.option(
-    "--config", "config_path", type=click.Path(path_type=Path), help="YAML/JSON graders config or manifest."
-)
-@click.option(
-    "--expected", "expected_path", type=click.Path(path_type=Path), help="The case's expected value."
-)
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="YAML/JSON graders config or manifest.")
+@click.option("--expected", "expected_path", type=click.Path(path_type=Path), help="The case's expected value.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest and results as JSON.")
 def graders_run(session: Path, config_path: Path | None, expected_path: Path | None, as_json: bool) -> None:
     """Run the enabled graders on SESSION (unified-session JSONL or a JSON array of events)."""
@@ -103,13 +96,28 @@ def graders_run(session: Path, config_path: Path | None, expected_path: Path | N
     if as_json:
         _dump({"manifest": run.manifest, "results": run.results})
         return
-    table = Table(title=f"graders — {session}")
-    for column in ("grader", "status", "value", "unit", "threshold", "message"):
-        table.add_column(column, overflow="fold")
-    for r in run.results:
-        threshold = f"{_fmt(r['threshold'])} ({r['thresholdOutcome']})" if r["threshold"] is not None else "—"
-        table.add_row(r["id"], r["status"], _fmt(r["value"]), r["unit"], threshold, r["message"])
-    Console().print(table)
+    _print_results(run.results, str(session))
+
+
+def _threshold(result: dict[str, Any]) -> str:
+    if result["threshold"] is None:
+        return "—"
+    sign = "≥" if result["direction"] == "higher" else "≤"
+    outcome = f" {result['thresholdOutcome']}" if result["thresholdOutcome"] else ""
+    return f"{sign} {_fmt(result['threshold'])}{outcome}"
+
+
+def _print_results(results: list[dict[str, Any]], source: str) -> None:
+    """A compact table (it fits 80 columns), then each grader's message on its own line."""
+    console = Console()
+    table = Table(title=f"graders — {source}")
+    for column in ("grader", "status", "value", "unit", "threshold"):
+        table.add_column(column, no_wrap=True)
+    for r in results:
+        table.add_row(r["id"], r["status"], _fmt(r["value"]), r["unit"], _threshold(r))
+    console.print(table)
+    for r in results:
+        console.print(f"[bold]{r['id']}[/bold]: {r['message']}", highlight=False, markup=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,11 +155,7 @@ def _observations(run_dir: Path) -> Iterator[Observation]:
     """``graders/<variant>/<case>/<trial>/grader_results.json``, in sorted order."""
     for file in sorted((run_dir / "graders").glob("*/*/*/grader_results.json")):
         doc = _read_json(file)
-        if (
-            not isinstance(doc, dict)
-            or doc.get("schemaVersion") != 2
-            or not isinstance(doc.get("results"), list)
-        ):
+        if not isinstance(doc, dict) or doc.get("schemaVersion") != 2 or not isinstance(doc.get("results"), list):
             raise UserError(f"{file} is not a schema-version-2 grader results file")
         trial = file.parent
         results = [r for r in doc["results"] if isinstance(r, dict)]
@@ -174,31 +178,35 @@ def _default_order(ids: set[str]) -> list[str]:
     return [i for i in BUILTINS if i in ids] + sorted(ids - set(BUILTINS))
 
 
+def _with_interval(value: Any, pair: Sequence[float] | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.3g} [{pair[0]:.3g}, {pair[1]:.3g}]" if pair else f"{value:.3g}"
+
+
 def _print_analysis(analysis: dict[str, Any]) -> None:
+    """One compact table per metric; intervals are 95% by default (``confidence``)."""
     console = Console()
+    level = f"{analysis['confidence']:.0%}"
     for metric in analysis["metrics"]:
         title = f"{metric['id']} ({metric['unit'] or 'value'}, {metric['direction']} is better)"
-        table = Table(title=title)
-        for column in (
-            "variant",
-            "n",
-            "excluded",
-            "mean",
-            "95% interval",
-            "Δ vs baseline",
-            "Δ interval",
-            "p",
-        ):
-            table.add_column(column, overflow="fold")
-        table.add_column("decision")
+        table = Table(title=title, box=box.SIMPLE_HEAD)
+        table.add_column("variant", no_wrap=True)
+        table.add_column("n (excl.)", no_wrap=True)
+        table.add_column(f"mean [{level} CI]")
+        table.add_column(f"Δ vs baseline [{level} CI]")
+        table.add_column("p", no_wrap=True)
+        table.add_column("decision", no_wrap=True)
         for arm in metric["arms"]:
             diff = arm["difference"] or {}
-            name = f"{arm['variant']} (baseline)" if arm["baseline"] else arm["variant"]
             table.add_row(
-                name, str(arm["n"]), str(arm["excluded"]), _fmt(arm["mean"]), _interval(arm["interval"]),
-                _fmt(diff.get("value")), _interval(diff.get("interval")), _fmt(diff.get("pValue")),
+                f"{arm['variant']} (baseline)" if arm["baseline"] else arm["variant"],
+                f"{arm['n']} ({arm['excluded']})",
+                _with_interval(arm["mean"], arm["interval"]),
+                _with_interval(diff.get("value"), diff.get("interval")),
+                _fmt(diff.get("pValue")),
                 arm["decision"],
-            )  # fmt: skip
+            )
         console.print(table)
     console.print(
         f"min samples per arm: {analysis['minSamples']}; missing, unavailable and errored results are "
@@ -210,9 +218,7 @@ def _print_analysis(analysis: dict[str, Any]) -> None:
 @click.argument("run_dir", metavar="RUN", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 @click.option("--min-samples", type=click.IntRange(min=1), default=DEFAULT_MIN_SAMPLES, show_default=True)
-@click.option(
-    "--metric", "metric_refs", multiple=True, help="grader:<id> or graders.<id>.value (repeatable)."
-)
+@click.option("--metric", "metric_refs", multiple=True, help="grader:<id> or graders.<id>.value (repeatable).")
 def experiments_analyze(run_dir: Path, as_json: bool, min_samples: int, metric_refs: tuple[str, ...]) -> None:
     """Compare variants of RUN on grader metrics, each against the baseline variant."""
     run_json_path = run_dir / "run.json"

@@ -199,7 +199,7 @@ def _run_graders(run: Run, resolved: ResolvedEval, key: Key, view: TrialView, re
     folder = f"{os.fspath(run.paths.root)}/{rel}"  # strings: pathlib joins cost µs per trial
     # No fsync: like the transcript, these files precede the trial's (unsynced) journal line.
     atomic_write_json(f"{folder}/grader_manifest.json", result.manifest, fsync=False)
-    atomic_write_json(f"{folder}/grader_results.json", {"schemaVersion": 2, "results": result.results},
+    atomic_write_json(f"{folder}/grader_results.json", result.results_document(),
                       fsync=False)
     write_transcript(f"{folder}/session.jsonl", [*session, *result.events()])
     record["graders"] = [{"id": r["id"], "value": r["value"], "status": r["status"]} for r in result.results]

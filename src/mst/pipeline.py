@@ -304,6 +304,7 @@ def _meta(run_id: str, resolved: ResolvedEval, *, no_grade: bool) -> dict[str, A
         "cases": [{"id": c.id, "trials": c.trials} for c in resolved.cases],
         "phases": {"collect": "partial", "grade": "skipped" if no_grade else "partial"},
         "noGrade": no_grade,
+        "metrics": list(cfg.metrics),
         "runner": {"name": "local"},
         "regradeOf": None,
     }

@@ -136,9 +136,15 @@ def _judge(
 def _graders(config: EvalConfig, file: str, base_dir: Path, problems: list[Problem]) -> Any:
     from mst.graders import GradersConfigError, parse_graders_config
 
+    from mst.graders import validate_metric_refs
+
     try:
-        return parse_graders_config(config.graders, base_dir=base_dir)
+        graders = parse_graders_config(config.graders, base_dir=base_dir)
     except GradersConfigError as exc:
         for field_path, message in exc.errors:
             problems.append(Problem(file, message, field_path))
         return None
+    for error in validate_metric_refs(config.metrics, graders):
+        field_path, _, message = error.partition(": ")
+        problems.append(Problem(file, message, field_path))
+    return graders

@@ -201,6 +201,10 @@ class EvalConfig(Strict):
     pairwise: PairwiseConfig | None = None
     graders: dict[str, Any] | None = Field(None, description="Deterministic graders (seed 002 §3).")
     redact: list[str] = Field(default_factory=list, description="Extra regexes redacted from transcripts.")
+    metrics: list[str] = Field(
+        default_factory=list,
+        description="Experiment metrics: `grader:<id>` or `graders.<id>.value` of an enabled grader.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> EvalConfig:

@@ -1,6 +1,6 @@
 """The ten default built-in graders (seed 002 §4): fast, linear, enabled unless disabled.
 
-Each reads only the shared lookups (plus, for retries and artifacts, the event-type index), so
+Each reads only the shared lookups (artifact-production also the event-type index), so
 grading a million-event session costs one pass for the lookups and a few passes over the much
 smaller lists of calls and requests.
 
@@ -13,11 +13,10 @@ from the one the metric defines.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from mst.graders.base import BuiltinGrader, GraderInput, Measurement, measured, unavailable
-from mst.session.lookups import SAFE_OUTPUT_RESULT, ModelRequest, SessionLookups, event_data, is_main_agent
+from mst.session.lookups import SAFE_OUTPUT_RESULT, ModelRequest, SessionLookups
 
 
 def _calls_note(lookups: SessionLookups) -> str:
@@ -54,32 +53,11 @@ def tool_failure_count(inp: GraderInput) -> Measurement:
     return measured(failed + unfinished, msg)
 
 
-def _is_retry(event_type: str, data: Mapping[str, Any]) -> bool:
-    """A retry observation: an event whose type names a retry (``mcp.retry``, ``mcp.rpc.retry``),
-    or one flagged ``retry``/``isRetry``, or one recording ``attempt`` > 1. Cumulative counters
-    (``retryCount``) are deliberately ignored: summing snapshots would count one retry many times."""
-    if "retry" in event_type.rsplit(".", 1)[-1]:
-        return True
-    if data.get("retry") is True or data.get("isRetry") is True:
-        return True
-    attempt = data.get("attempt")
-    return isinstance(attempt, int) and not isinstance(attempt, bool) and attempt > 1
-
-
 def retries(inp: GraderInput) -> Measurement:
-    """Retry observations in main-agent ``mcp.*`` events. Without any main-agent MCP event the
-    gateway was not observing, so 0 would be a guess: unavailable."""
-    seen = 0
-    found = 0
-    for etype, positions in inp.lookups.by_type.items():
-        if not etype.startswith("mcp."):
-            continue
-        for pos in positions:
-            event = inp.session[pos]
-            if not is_main_agent(event):
-                continue
-            seen += 1
-            found += _is_retry(etype, event_data(event))
+    """Retry observations in main-agent ``mcp.*`` events, counted by the lookups pass (what counts
+    as one is defined by :func:`mst.session.lookups.is_retry`). Without any main-agent MCP event
+    the gateway was not observing, so 0 would be a guess: unavailable."""
+    seen, found = inp.lookups.mcp_events, inp.lookups.retry_observations
     if seen == 0:
         return unavailable("no main-agent MCP events: retries cannot be observed")
     return measured(found, f"{found} retry observations in {seen} main-agent MCP events")

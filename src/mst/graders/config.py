@@ -136,9 +136,7 @@ def _check_data(value: Any, path: str, errors: _Errors, depth: int = 0) -> None:
             else:
                 _check_data(item, f"{path}.{key}", errors, depth + 1)
     elif value is not None and not isinstance(value, (str, int, float, bool)):
-        errors.add(
-            path, f"must be plain data (string, number, boolean, list, mapping), not {type(value).__name__}"
-        )
+        errors.add(path, f"must be plain data (string, number, boolean, list, mapping), not {type(value).__name__}")
 
 
 def _copy_data(value: Any) -> Any:
@@ -179,9 +177,7 @@ def _direction(entry: Mapping[str, Any], path: str, errors: _Errors) -> Directio
     return _DIRECTIONS[value]
 
 
-def _config(
-    entry: Mapping[str, Any], path: str, errors: _Errors, builtin: BuiltinGrader | None
-) -> dict[str, Any]:
+def _config(entry: Mapping[str, Any], path: str, errors: _Errors, builtin: BuiltinGrader | None) -> dict[str, Any]:
     value = entry.get("config")
     if value is None:
         return {}
@@ -235,9 +231,7 @@ def _run_path(value: Any, path: str, errors: _Errors) -> PurePosixPath | None:
     return None
 
 
-def _run_file(
-    pure: PurePosixPath, raw: str, path: str, errors: _Errors, base: Path, root: Path
-) -> str | None:
+def _run_file(pure: PurePosixPath, raw: str, path: str, errors: _Errors, base: Path, root: Path) -> str | None:
     """File checks (seed 002 §5): confined, a Bash shebang, ≤ 64 KiB of UTF-8. Returns the digest."""
     where = f"{path}.run"
     target = (base if raw.startswith("./") else root) / pure
@@ -315,9 +309,7 @@ def _builtin_identity(entry: Mapping[str, Any], grader: BuiltinGrader, path: str
             continue
         normal = _DIRECTIONS.get(given, given) if key == "direction" and isinstance(given, str) else given
         if normal != value:
-            errors.add(
-                f"{path}.{key}", f"built-in '{grader.id}' has {key} {value!r}; it cannot be overridden"
-            )
+            errors.add(f"{path}.{key}", f"built-in '{grader.id}' has {key} {value!r}; it cannot be overridden")
 
 
 def _entry(grader_id: str, entry: Mapping[str, Any], errors: _Errors, ctx: _Context) -> GraderSpec:
@@ -365,9 +357,7 @@ def _entry(grader_id: str, entry: Mapping[str, Any], errors: _Errors, ctx: _Cont
 
 def _default_spec(grader_id: str) -> GraderSpec:
     g = BUILTINS[grader_id]
-    return GraderSpec(
-        g.id, "builtin", True, g.name, g.description, g.unit, g.direction, g.threshold, g.min, g.max
-    )
+    return GraderSpec(g.id, "builtin", True, g.name, g.description, g.unit, g.direction, g.threshold, g.min, g.max)
 
 
 def _ordered(specs: Mapping[str, GraderSpec]) -> tuple[GraderSpec, ...]:
@@ -376,9 +366,7 @@ def _ordered(specs: Mapping[str, GraderSpec]) -> tuple[GraderSpec, ...]:
     return (*builtins, *others)
 
 
-def parse_graders_config(
-    raw: Any, *, base_dir: Path | None = None, repo_root: Path | None = None
-) -> GradersConfig:
+def parse_graders_config(raw: Any, *, base_dir: Path | None = None, repo_root: Path | None = None) -> GradersConfig:
     """Validate the eval file's ``graders:`` value and return the normalised configuration.
 
     ``None`` and ``{}`` enable the ten defaults; a listed default keeps its place with its own

@@ -184,7 +184,5 @@ def analyze_experiment(
         direction, unit = _metric_info(obs, metric)
         arms = _collect(obs, metric, variants)
         rows = [_arm_row(v, arms, baseline, direction, (min_samples, confidence)) for v in variants]
-        out.append(
-            {"id": metric, "ref": f"grader:{metric}", "unit": unit, "direction": direction, "arms": rows}
-        )
+        out.append({"id": metric, "ref": f"grader:{metric}", "unit": unit, "direction": direction, "arms": rows})
     return {"baseline": baseline, "minSamples": min_samples, "confidence": confidence, "metrics": out}

@@ -18,12 +18,19 @@ from mst.graders.config import GradersConfig, config_from_manifest, parse_grader
 from mst.graders.results import GraderRun, run_graders
 
 
+# Keys only an eval file has (no grader id is spelled like these), so an eval file given as
+# `--config` reads as the eval's own `graders:` setting.
+_EVAL_KEYS = frozenset({"variants", "cases", "datasets", "trials"})
+
+
 def config_from_document(doc: Any, *, base_dir: Path | None = None) -> GradersConfig:
     """Interpret a loaded config file (see the module docstring); None means the defaults."""
     if isinstance(doc, Mapping) and "schemaVersion" in doc and isinstance(doc.get("graders"), list):
         return config_from_manifest(doc)
     if isinstance(doc, Mapping) and "graders" in doc:
         doc = doc["graders"]
+    elif isinstance(doc, Mapping) and _EVAL_KEYS & doc.keys():
+        doc = None  # an eval file without `graders:` grades with the defaults, as `mst run` does
     return parse_graders_config(doc, base_dir=base_dir)
 
 

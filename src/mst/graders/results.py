@@ -17,7 +17,7 @@ from typing import Any, Final
 from mst.graders.base import GraderInput, Measurement
 from mst.graders.config import GradersConfig, GraderSpec
 from mst.graders.registry import BUILTINS
-from mst.session.lookups import SessionLookups, create_session_lookups
+from mst.session.lookups import SessionLookups, create_session_lookups, paused_gc
 
 SCHEMA_VERSION: Final = 2
 MANIFEST_EVENT: Final = "grader.manifest"
@@ -76,9 +76,7 @@ def _out_of_range(spec: GraderSpec, value: float) -> str | None:
     return None
 
 
-def make_result(
-    spec: GraderSpec, measurement: Measurement | None, error: str | None = None
-) -> dict[str, Any]:
+def make_result(spec: GraderSpec, measurement: Measurement | None, error: str | None = None) -> dict[str, Any]:
     """One schema-v2 result. ``status`` is ``pass`` when a value exists and no threshold is
     missed (a metric with no threshold has nothing to fail), ``fail`` when its threshold is
     missed, ``unavailable`` without a value, ``error`` when the computation failed."""
@@ -163,7 +161,8 @@ def run_graders(
     """
     shared = lookups if lookups is not None else create_session_lookups(session)
     results = []
-    for spec in config.enabled:
-        inp = GraderInput(session, shared, spec.config, expected)
-        results.append(run_one(spec, inp))
+    with paused_gc():  # same reason as for the lookups: no collection sweeps over the session
+        for spec in config.enabled:
+            inp = GraderInput(session, shared, spec.config, expected)
+            results.append(run_one(spec, inp))
     return GraderRun(build_manifest(config), results, len(session))

@@ -328,11 +328,7 @@ def objective_coverage(inp: GraderInput) -> Measurement:
     unmet = [
         label
         for label, kind, spec in objectives
-        if not (
-            spec in answer
-            if kind == "answer"
-            else any(_contains(a, spec[1]) for a in successful.get(spec[0], ()))
-        )
+        if not (spec in answer if kind == "answer" else any(_contains(a, spec[1]) for a in successful.get(spec[0], ())))
     ]
     met = len(objectives) - len(unmet)
     note = f"; unmet: {', '.join(unmet[:5])}" if unmet else ""

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import gc
 import math
-from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
@@ -74,8 +75,10 @@ _TOKEN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "requests": ("requests", "requestCount", "request_count", "numRequests", "num_requests"),
 }
 _ALIAS_FIELD: Final = {
-    alias: (name, rank) for name, aliases in _TOKEN_ALIASES.items() for rank, alias in enumerate(aliases)
+    alias: (index, rank) for index, aliases in enumerate(_TOKEN_ALIASES.values()) for rank, alias in enumerate(aliases)
 }
+_USAGE_FIELDS: Final = len(_TOKEN_ALIASES)
+_NO_RANK: Final = 1 << 30
 
 
 # ---------------------------------------------------------------------------------------------
@@ -103,6 +106,7 @@ class ToolCall(NamedTuple):
     source: str
     start: int | None
     end: int | None
+    server: str | None
 
 
 class TokenUsage(NamedTuple):
@@ -164,7 +168,8 @@ class SessionLookups:
     ``by_type`` maps an event type to the ascending positions of its events in the session.
     ``completed`` is True when the main agent left a completion record (``session.result`` or
     ``execution.result``): the event stream is then known to be whole, so the absence of a kind
-    of event is an observation rather than a gap.
+    of event is an observation rather than a gap. ``mcp_events`` counts main-agent ``mcp.*``
+    events and ``retry_observations`` those of them that observe a retry (:func:`is_retry`).
     """
 
     size: int
@@ -173,12 +178,16 @@ class SessionLookups:
     gateway_duplicates: int
     execution: ExecutionStats
     completed: bool
+    mcp_events: int
+    retry_observations: int
 
     def positions(self, event_type: str) -> tuple[int, ...]:
         return self.by_type.get(event_type, ())
 
 
 _NO_USAGE: Final = TokenUsage()
+_new_usage = tuple.__new__
+assert TokenUsage._fields == tuple(_TOKEN_ALIASES), "usage fields and alias table must align"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,10 +240,12 @@ def normalise_tool_name(name: str, server: str | None) -> str:
         if sep and srv and tool:
             return f"{srv}__{tool}"
     if server:
-        for prefix in (f"{server}__", f"{server}-"):
-            if name.startswith(prefix) and len(name) > len(prefix):
-                name = name[len(prefix) :]
-                break
+        if name.startswith(server):
+            rest = name[len(server) :]
+            if rest.startswith("__") and len(rest) > 2:
+                name = rest[2:]
+            elif rest.startswith("-") and len(rest) > 1:
+                name = rest[1:]
         return f"{server}__{name}"
     return name
 
@@ -245,10 +256,6 @@ def _first(data: Mapping[str, Any], keys: Sequence[str]) -> Any:
         if value is not None:
             return value
     return None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _count(value: Any) -> int | None:
@@ -272,40 +279,41 @@ def _millis(value: Any) -> float | None:
     return float(value) if math.isfinite(value) and value >= 0 else None
 
 
-def _usage_fields(src: Mapping[str, Any], found: dict[str, tuple[int, int]]) -> None:
-    """Fill ``found[field] = (alias rank, value)``; the earliest alias in the table wins."""
+def _usage_fields(src: Mapping[str, Any], values: list[int | None], ranks: list[int]) -> None:
+    """Fill ``values[field]`` from ``src``; where aliases collide, the earliest in the table wins."""
     for key, raw in src.items():
         alias = _ALIAS_FIELD.get(key) if key.__class__ is str else None
         if alias is None:
             continue
-        value = _count(raw)
-        if value is None:
-            continue
-        name, rank = alias
-        if name not in found or found[name][0] > rank:
-            found[name] = (rank, value)
+        index, rank = alias
+        if rank < ranks[index]:
+            value = raw if raw.__class__ is int and raw >= 0 else _count(raw)
+            if value is not None:
+                values[index], ranks[index] = value, rank
 
 
 def parse_usage(data: Mapping[str, Any]) -> TokenUsage:
     """Token usage in camelCase or snake_case, directly in ``data`` or, for fields ``data``
     lacks, in ``data.usage``. Iterates the record's own (few) keys instead of trying every
     alias, which matters at one record per model request."""
-    found: dict[str, tuple[int, int]] = {}
-    _usage_fields(data, found)
+    values: list[int | None] = [None] * _USAGE_FIELDS
+    ranks = [_NO_RANK] * _USAGE_FIELDS
+    _usage_fields(data, values, ranks)
     nested = data.get("usage")
     if nested.__class__ is dict:
-        inner: dict[str, tuple[int, int]] = {}
-        _usage_fields(nested, inner)
-        for name, item in inner.items():
-            found.setdefault(name, item)
-    if not found:
-        return _NO_USAGE
-    return TokenUsage._make([found[f][1] if f in found else None for f in TokenUsage._fields])
+        inner: list[int | None] = [None] * _USAGE_FIELDS
+        _usage_fields(nested, inner, [_NO_RANK] * _USAGE_FIELDS)
+        values = [v if v is not None else w for v, w in zip(values, inner, strict=True)]
+    return _new_usage(TokenUsage, values)
 
 
 def _duration(data: Mapping[str, Any]) -> float | None:
     value = data.get("durationMs")
-    return _millis(value if value is not None else data.get("duration_ms"))
+    if value is None:
+        value = data.get("duration_ms")
+        if value is None:
+            return None
+    return _millis(value)
 
 
 def _failed(data: Mapping[str, Any]) -> bool:
@@ -331,69 +339,40 @@ def _timestamp(event: Mapping[str, Any]) -> float | None:
 # Tool-call correlation
 
 
-class _Slot:
-    """A call under construction (mutable only inside :func:`create_session_lookups`)."""
+# A call under construction is a plain list laid out like ToolCall (``_ARGS_KEY`` filled at the
+# end): building and updating a list is several times cheaper than an object with attributes,
+# and freezing it is one C-level list → tuple conversion. It is mutated only in this module.
+_Slot = list[Any]
+_POS, _NAME, _ARGUMENTS, _ARGS_KEY, _AGENT, _CALL_ID, _DONE, _SUCCESS = 0, 1, 2, 3, 4, 5, 6, 7
+_DURATION, _SOURCE, _START, _END, _SERVER = 8, 9, 10, 11, 12
 
-    __slots__ = (
-        "agent_id",
-        "arguments",
-        "began",
-        "call_id",
-        "done",
-        "duration_ms",
-        "end",
-        "name",
-        "position",
-        "server",
-        "source",
-        "start",
-        "success",
-    )
+_new_tuple = tuple.__new__
 
-    def __init__(
-        self,
-        position: int,
-        source: str,
-        agent_id: str | None,
-        call_id: str | None,
-        name: str,
-        server: str | None,
-    ) -> None:
-        self.position = position
-        self.source = source
-        self.agent_id = agent_id
-        self.call_id = call_id
-        self.name = name
-        self.server = server
-        self.arguments: Any = None
-        self.done = False
-        self.success = False
-        self.duration_ms: float | None = None
-        self.start: int | None = None
-        self.end: int | None = None
-        self.began: float | None = None
 
-    def freeze(self) -> ToolCall:
-        return ToolCall(
-            self.position,
-            self.name,
-            self.arguments,
-            canonical_key(self.arguments),
-            self.agent_id,
-            self.call_id,
-            self.done,
-            self.done and self.success,
-            self.duration_ms,
-            self.source,
-            self.start,
-            self.end,
-        )
+def _freeze_all(slots: list[_Slot]) -> list[ToolCall]:
+    """Fill each argument key and turn the lists into ToolCalls (the common dict-arguments case
+    is serialised inline: this loop runs once per call)."""
+    dumps, sort_keys, new = orjson.dumps, orjson.OPT_SORT_KEYS, _new_tuple
+    out: list[ToolCall] = []
+    append = out.append
+    for slot in slots:
+        args = slot[_ARGUMENTS]
+        if args.__class__ is dict:
+            try:
+                slot[_ARGS_KEY] = dumps(args, option=sort_keys).decode()
+            except TypeError:
+                slot[_ARGS_KEY] = repr(args)
+        else:
+            slot[_ARGS_KEY] = canonical_key(args)
+        append(new(ToolCall, slot))
+    return out
 
 
 _CALL_ID_KEYS: Final = ("toolCallId", "tool_call_id", "callId", "call_id")
 _TOOL_NAME_KEYS: Final = ("toolName", "tool_name", "name", "tool")
 _ARG_KEYS: Final = ("input", "arguments", "args", "params")
 _SERVER_KEYS: Final = ("mcpServerName", "serverName", "server", "server_name", "mcp_server_name")
+_GATEWAY_SERVER_KEYS: Final = ("serverName", "server", "mcpServerName", "server_name", "mcp_server_name")
 
 
 def _field(data: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
@@ -415,14 +394,15 @@ def _agent(event: Mapping[str, Any]) -> str | None:
     return agent if agent.__class__ is str and agent else None
 
 
-def _call_fields(data: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
-    """(call id, normalised tool name, server) of a native tool event."""
-    server = _str_field(data, _SERVER_KEYS)
-    raw = _str_field(data, _TOOL_NAME_KEYS)
-    return _str_field(data, _CALL_ID_KEYS), normalise_tool_name(raw, server) if raw else None, server
-
-
 _Key = tuple[str | None, str]
+
+
+def _enqueue(queues: dict[_Key, deque[_Slot]], key: _Key, slot: _Slot) -> None:
+    queue = queues.get(key)
+    if queue is None:
+        queues[key] = deque((slot,))
+    else:
+        queue.append(slot)
 
 
 class _Correlator:
@@ -435,60 +415,92 @@ class _Correlator:
     Pending queues use lazy deletion so every start is enqueued and dequeued at most once.
     """
 
-    def __init__(self, slots: list[_Slot]) -> None:
+    def __init__(self, session: Sequence[Any], slots: list[_Slot]) -> None:
+        self.session = session
         self.slots = slots
         self.by_id: dict[_Key, _Slot] = {}
-        self.by_name: dict[_Key, deque[_Slot]] = {}
+        self.by_name: dict[_Key, deque[_Slot]] | None = None  # built at the first id-less completion
         self.by_name_no_id: dict[_Key, deque[_Slot]] = {}
 
     def start(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
-        agent = _agent(event)
-        call_id, name, server = _call_fields(data)
-        slot = _Slot(pos, SOURCE_NATIVE, agent, call_id, name or "unknown", server)
-        slot.arguments = _field(data, _ARG_KEYS)
-        slot.start = pos
-        slot.began = _timestamp(event)
+        agent = event.get("agentId")
+        if agent is not None and (agent.__class__ is not str or not agent):
+            agent = None
+        raw = data.get("toolName")
+        if raw.__class__ is str and raw:
+            # mst's (and the Copilot CLI's) spelling: its server field is ``mcpServerName``, so
+            # the alias search for an absent server (most calls) is skipped on this hot path.
+            call_id, server, args = data.get("toolCallId"), data.get("mcpServerName"), data.get("input")
+            if call_id.__class__ is not str or not call_id:
+                call_id = _str_field(data, _CALL_ID_KEYS)
+            server = server if server.__class__ is str and server else None
+            if args is None:
+                args = _field(data, _ARG_KEYS)
+        else:
+            call_id, server = _str_field(data, _CALL_ID_KEYS), _str_field(data, _SERVER_KEYS)
+            raw, args = _str_field(data, _TOOL_NAME_KEYS), _field(data, _ARG_KEYS)
+        name = normalise_tool_name(raw, server) if raw else "unknown"
+        slot = [pos, name, args, None, agent, call_id, False, False, None, SOURCE_NATIVE, pos, None, server]
         self.slots.append(slot)
-        key = (agent, slot.name)
         if call_id is not None:
             self.by_id[(agent, call_id)] = slot
         else:
-            self.by_name_no_id.setdefault(key, deque()).append(slot)
-        self.by_name.setdefault(key, deque()).append(slot)
+            _enqueue(self.by_name_no_id, (agent, name), slot)
+        if self.by_name is not None:
+            _enqueue(self.by_name, (agent, name), slot)
 
     def complete(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
-        agent = _agent(event)
-        call_id = _str_field(data, _CALL_ID_KEYS)
+        agent = event.get("agentId")
+        if agent is not None and (agent.__class__ is not str or not agent):
+            agent = None
+        call_id = data.get("toolCallId")
+        if call_id.__class__ is not str or not call_id:
+            call_id = _str_field(data, _CALL_ID_KEYS)
         slot = self.by_id.pop((agent, call_id), None) if call_id is not None else None
-        if slot is None or slot.done:
-            _, name, server = _call_fields(data)
-            slot = self._fallback(agent, call_id, name)
-            if slot is None:
-                slot = _Slot(pos, SOURCE_NATIVE, agent, call_id, name or "unknown", server)
-                slot.arguments = _field(data, _ARG_KEYS)
-                self.slots.append(slot)
-        slot.done = True
-        slot.end = pos
-        slot.success = not _failed(data)
-        slot.duration_ms = _duration(data)
-        if slot.duration_ms is None and slot.began is not None:
-            ended = _timestamp(event)
-            if ended is not None and ended >= slot.began:
-                slot.duration_ms = ended - slot.began
+        if slot is None or slot[_DONE]:
+            slot = self._unmatched(pos, agent, call_id, data)
+        slot[_DONE] = True
+        slot[_END] = pos
+        slot[_SUCCESS] = not _failed(data)
+        duration = _duration(data)
+        if duration is None and slot[_START] is not None:
+            began, ended = _timestamp(self.session[slot[_START]]), _timestamp(event)
+            if began is not None and ended is not None and ended >= began:
+                duration = ended - began
+        slot[_DURATION] = duration
 
-    def _fallback(self, agent: str | None, call_id: str | None, name: str | None) -> _Slot | None:
+    def _unmatched(self, pos: int, agent: str | None, call_id: str | None, data: Mapping[str, Any]) -> _Slot:
         """No start with this id: an id-less start of the same tool (when the completion has an
-        id), or the oldest pending start of the same tool (when it has none)."""
-        if name is None:
-            return None
-        return self._oldest(self.by_name_no_id if call_id is not None else self.by_name, (agent, name))
+        id), or the oldest pending start of the same tool (when it has none), else a new call."""
+        server = _str_field(data, _SERVER_KEYS)
+        raw = _str_field(data, _TOOL_NAME_KEYS)
+        name = normalise_tool_name(raw, server) if raw else None
+        if name is not None:
+            queues = self.by_name_no_id if call_id is not None else self._all_by_name()
+            slot = self._oldest(queues, (agent, name))
+            if slot is not None:
+                return slot
+        slot = [pos, name or "unknown", _field(data, _ARG_KEYS), None, agent, call_id, False, False, None,
+                SOURCE_NATIVE, None, None, server]  # fmt: skip
+        self.slots.append(slot)
+        return slot
+
+    def _all_by_name(self) -> dict[_Key, deque[_Slot]]:
+        """Pending native starts by (agent, name), built once when first needed: most sessions
+        carry call ids on every completion and never need it."""
+        if self.by_name is None:
+            self.by_name = {}
+            for slot in self.slots:
+                if slot[_SOURCE] == SOURCE_NATIVE and not slot[_DONE] and slot[_START] is not None:
+                    _enqueue(self.by_name, (slot[_AGENT], slot[_NAME]), slot)
+        return self.by_name
 
     @staticmethod
     def _oldest(queues: dict[_Key, deque[_Slot]], key: _Key) -> _Slot | None:
         queue = queues.get(key)
         while queue:
             slot = queue.popleft()
-            if not slot.done:
+            if not slot[_DONE]:
                 return slot
         return None
 
@@ -497,58 +509,110 @@ class _Gateway:
     """MCP gateway evidence: ``mcp.tool_call`` records and ``tools/call`` JSON-RPC exchanges.
 
     A request is correlated with its response by (server, JSON-RPC id); a request never answered
-    is an unfinished (failed) call, exactly like a native start without completion.
+    is an unfinished (failed) call, exactly like a native start without completion. While the
+    pass holds these events it also counts main-agent MCP events and retry observations, so the
+    ``retries`` grader does not have to read them again (see :func:`is_retry`).
     """
 
     def __init__(self, slots: list[_Slot]) -> None:
         self.slots = slots
+        self.indices: list[int] = []  # where the gateway records sit in ``slots``
         self.requests: dict[tuple[str | None, str], _Slot] = {}
+        self.mcp_events = 0
+        self.retries = 0
+
+    def observe(self, event_type: str, data: Mapping[str, Any]) -> None:
+        self.mcp_events += 1
+        if is_retry(event_type, data):
+            self.retries += 1
+
+    def observe_known(self, data: Mapping[str, Any]) -> None:
+        """:meth:`observe` for the interpreted types, whose names never mention a retry (the
+        flag test of :func:`_flags_retry`, inlined: it runs for every gateway event)."""
+        self.mcp_events += 1
+        if data.get("retry") is True or data.get("isRetry") is True:
+            self.retries += 1
+        else:
+            attempt = data.get("attempt")
+            if attempt.__class__ is int and attempt > 1:
+                self.retries += 1
+
+    def other(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        self.observe(event["type"], data)
 
     def tool_call(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
-        call_id = _text(_first(data, _CALL_ID_KEYS))
-        server = _text(_first(data, _SERVER_KEYS))
-        name = normalise_tool_name(_text(_first(data, _TOOL_NAME_KEYS)) or "unknown", server)
-        slot = _Slot(pos, SOURCE_GATEWAY_CALL, _agent(event), call_id, name, server)
-        slot.arguments = _first(data, _ARG_KEYS)
+        self.observe_known(data)
+        server = _str_field(data, _GATEWAY_SERVER_KEYS)
+        name = normalise_tool_name(_str_field(data, _TOOL_NAME_KEYS) or "unknown", server)
         status = data.get("status")
-        slot.done = not (isinstance(status, str) and status.lower() in ("started", "pending", "running"))
-        slot.success = not _failed(data)
-        slot.duration_ms = _duration(data)
-        slot.start = slot.end = pos
+        done = not (isinstance(status, str) and status.lower() in ("started", "pending", "running"))
+        slot = [pos, name, _first(data, _ARG_KEYS), None, _agent(event), _str_field(data, _CALL_ID_KEYS), done,
+                done and not _failed(data), _duration(data), SOURCE_GATEWAY_CALL, pos, pos, server]  # fmt: skip
+        self.indices.append(len(self.slots))
         self.slots.append(slot)
 
     def request(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
-        msg = _rpc_message(data)
+        self.observe_known(data)
+        msg = data.get("message")
+        if msg.__class__ is not dict:
+            msg = _rpc_message(data)
         if msg.get("method") != "tools/call":
             return
         params = msg.get("params")
-        params = params if isinstance(params, dict) else {}
-        server = _text(_first(data, _SERVER_KEYS))
+        if params.__class__ is not dict:
+            params = {}
+        server = data.get("serverName")
+        if server.__class__ is not str or not server:
+            server = _str_field(data, _GATEWAY_SERVER_KEYS)
         rpc_id = _rpc_id(msg)
-        name = normalise_tool_name(_text(params.get("name")) or "unknown", server)
-        slot = _Slot(pos, SOURCE_GATEWAY_RPC, _agent(event), rpc_id, name, server)
-        slot.arguments = params.get("arguments")
-        slot.start = pos
+        raw = params.get("name")
+        name = normalise_tool_name(raw if raw.__class__ is str and raw else "unknown", server)
+        slot = [pos, name, params.get("arguments"), None, _agent(event), rpc_id, False, False, None,
+                SOURCE_GATEWAY_RPC, pos, None, server]  # fmt: skip
+        self.indices.append(len(self.slots))
         self.slots.append(slot)
         if rpc_id is not None:
             self.requests[(server, rpc_id)] = slot
 
     def response(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
-        msg = _rpc_message(data)
+        self.observe_known(data)
+        msg = data.get("message")
+        if msg.__class__ is not dict:
+            msg = _rpc_message(data)
         rpc_id = _rpc_id(msg)
         if rpc_id is None:
             return
-        slot = self.requests.pop((_text(_first(data, _SERVER_KEYS)), rpc_id), None)
+        server = data.get("serverName")
+        if server.__class__ is not str or not server:
+            server = _str_field(data, _GATEWAY_SERVER_KEYS)
+        slot = self.requests.pop((server, rpc_id), None)
         if slot is None:
             return
         result = msg.get("result")
-        failed = msg.get("error") is not None or (isinstance(result, dict) and result.get("isError") is True)
-        slot.done, slot.success, slot.end = True, not failed, pos
-        slot.duration_ms = _duration(data)
+        failed = msg.get("error") is not None or (result.__class__ is dict and result.get("isError") is True)
+        slot[_DONE], slot[_SUCCESS], slot[_END] = True, not failed, pos
+        slot[_DURATION] = _duration(data)
+
+
+def is_retry(event_type: str, data: Mapping[str, Any]) -> bool:
+    """A retry observation: an event whose type names a retry (``mcp.retry``, ``mcp.rpc.retry``),
+    or one flagged ``retry``/``isRetry``, or one recording ``attempt`` > 1. Cumulative counters
+    (``retryCount``) are deliberately ignored: summing snapshots would count one retry many times."""
+    return "retry" in event_type[event_type.rfind(".") + 1 :] or _flags_retry(data)
+
+
+def _flags_retry(data: Mapping[str, Any]) -> bool:
+    if data.get("retry") is True or data.get("isRetry") is True:
+        return True
+    attempt = data.get("attempt")
+    return attempt.__class__ is int and attempt > 1
 
 
 def _rpc_message(data: Mapping[str, Any]) -> Mapping[str, Any]:
-    for key in ("message", "payload", "body"):
+    inner = data.get("message")
+    if inner.__class__ is dict:
+        return inner  # type: ignore[no-any-return]
+    for key in ("payload", "body"):
         inner = data.get(key)
         if isinstance(inner, dict):
             return inner
@@ -557,6 +621,8 @@ def _rpc_message(data: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _rpc_id(msg: Mapping[str, Any]) -> str | None:
     value = msg.get("id")
+    if value.__class__ is int or value.__class__ is str:
+        return str(value)
     if value is None:
         value = msg.get("requestId")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
@@ -566,37 +632,66 @@ def _rpc_id(msg: Mapping[str, Any]) -> str | None:
 
 def _gateway_candidates(slot: _Slot) -> tuple[str, ...]:
     """Names a native call for this gateway record may carry (``server__tool`` or ``server-tool``)."""
-    if slot.server and slot.name.startswith(f"{slot.server}__"):
-        tool = slot.name[len(slot.server) + 2 :]
-        return (slot.name, f"{slot.server}-{tool}")
-    return (slot.name,)
+    server, name = slot[_SERVER], slot[_NAME]
+    if server and name.startswith(f"{server}__"):
+        return (name, f"{server}-{name[len(server) + 2 :]}")
+    return (name,)
 
 
-def _deduplicate(slots: list[_Slot]) -> tuple[tuple[ToolCall, ...], int]:
-    """Native calls first, then ``mcp.tool_call``, then JSON-RPC: each lower tier is dropped where a
-    higher tier already accounts for the same (name, arguments), counted as a multiset so that
-    two genuine identical calls and one gateway record leave two calls, not one."""
-    frozen = [s.freeze() for s in slots]
-    gateway = [i for i, c in enumerate(frozen) if c.source != SOURCE_NATIVE]
+def _deduplicate(slots: list[_Slot], gateway: list[int]) -> tuple[tuple[ToolCall, ...], int]:
+    """Drop gateway records that a more direct source already accounts for.
+
+    Sources in order of precedence: native events, ``mcp.tool_call``, JSON-RPC exchanges. Each
+    source logs calls independently, so for one (name, arguments) key there were at least as many
+    calls as the most any source saw; a lower source's record is a duplicate while the higher
+    sources' count for its key is not used up. Counting as multisets means two genuine identical
+    calls and one gateway record leave two calls, not one. ``gateway`` lists the positions of the
+    gateway records in ``slots``, so sessions without gateway evidence skip all of this.
+    """
     if not gateway:
-        return tuple(frozen), 0
-    seen = Counter((c.name, c.args_key) for c in frozen if c.source == SOURCE_NATIVE)
-    keep = [True] * len(frozen)
-    for tier in (SOURCE_GATEWAY_CALL, SOURCE_GATEWAY_RPC):
-        added: Counter[tuple[str, str]] = Counter()
-        for i in gateway:
+        return tuple(_freeze_all(slots)), 0
+    spellings: dict[tuple[str | None, str], tuple[str, ...]] = {}  # few distinct tools, many calls
+    candidates = []
+    for i in gateway:
+        slot = slots[i]
+        key = (slot[_SERVER], slot[_NAME])
+        names_of = spellings.get(key)
+        if names_of is None:
+            names_of = spellings[key] = _gateway_candidates(slot)
+        candidates.append((i, names_of))
+    names = {name for names_of in spellings.values() for name in names_of}
+    frozen = _freeze_all(slots)
+    best: dict[tuple[str, str], int] = {}
+    for slot in slots:  # the lists now hold their argument keys; indexing them is cheapest
+        if slot[_NAME] in names and slot[_SOURCE] == SOURCE_NATIVE:
+            key = (slot[_NAME], slot[_ARGS_KEY])
+            best[key] = best.get(key, 0) + 1
+    dropped: set[int] = set()
+    tiers = [t for t in (SOURCE_GATEWAY_CALL, SOURCE_GATEWAY_RPC) if any(frozen[i].source == t for i in gateway)]
+    for n, tier in enumerate(tiers, start=1):
+        last = n == len(tiers)
+        budget = best if last else dict(best)  # the last tier may use up ``best`` itself
+        seen: dict[tuple[str, str], int] = {}
+        for i, names_of in candidates:
             call = frozen[i]
             if call.source != tier:
                 continue
-            for name in _gateway_candidates(slots[i]):
-                if seen[(name, call.args_key)] > 0:
-                    seen[(name, call.args_key)] -= 1
-                    keep[i] = False
+            key = (call.name, call.args_key)
+            for name in names_of:
+                match = (name, call.args_key)
+                if budget.get(match, 0) > 0:
+                    budget[match] -= 1
+                    key = match
+                    dropped.add(i)
                     break
-            else:
-                added[(call.name, call.args_key)] += 1
-        seen.update(added)
-    return tuple(c for c, k in zip(frozen, keep, strict=True) if k), keep.count(False)
+            if not last:
+                seen[key] = seen.get(key, 0) + 1
+        for key, count in seen.items():
+            if count > best.get(key, 0):
+                best[key] = count
+    if not dropped:
+        return tuple(frozen), 0
+    return tuple([c for i, c in enumerate(frozen) if i not in dropped]), len(dropped)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -618,9 +713,8 @@ class _Usage:
     @staticmethod
     def _request(pos: int, data: Mapping[str, Any]) -> ModelRequest:
         model = data.get("model")
-        return ModelRequest(
-            pos, parse_usage(data), _duration(data), model if model.__class__ is str else None
-        )
+        usage, duration = parse_usage(data), _duration(data)
+        return _new_tuple(ModelRequest, (pos, usage, duration, model if model.__class__ is str else None))  # type: ignore[no-any-return]
 
     def firewall_request(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
         self.firewall.append(self._request(pos, data))
@@ -701,30 +795,37 @@ def _timestamp_span(session: Sequence[Any]) -> float | None:
 # The pass
 
 
-def create_session_lookups(session: Sequence[Any]) -> SessionLookups:
-    """Build the shared lookups in one linear pass (plus a timestamp pass only when no explicit
-    duration was recorded). Items that are not objects, or whose type is not a string, are
-    skipped, never indexed.
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a linear pass over a large session.
 
-    The cyclic garbage collector is paused for the pass: the pass allocates hundreds of
-    thousands of small acyclic records, and each automatic collection would otherwise traverse
-    the whole (large, live) session, which made building lookups several times slower than the
-    work itself. It is re-enabled on exit, including on error, and the records form no cycles.
+    The pass allocates many small acyclic records; each automatic collection would otherwise
+    traverse the whole (large, live) session, which made building lookups several times slower
+    than the work itself and its cost grow faster than linearly. Collection is re-enabled on
+    exit (also on error) if it was enabled before; nothing allocated here forms a cycle.
     """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _build(session)
+        yield
     finally:
         if was_enabled:
             gc.enable()
+
+
+def create_session_lookups(session: Sequence[Any]) -> SessionLookups:
+    """Build the shared lookups in one linear pass (plus a timestamp pass only when no explicit
+    duration was recorded), with the garbage collector paused (see :func:`paused_gc`). Items
+    that are not objects, or whose type is not a string, are skipped, never indexed."""
+    with paused_gc():
+        return _build(session)
 
 
 def _build(session: Sequence[Any]) -> SessionLookups:
     """The pass itself; the loop body is kept flat on purpose, it runs once per event."""
     index: dict[str, list[int]] = {}
     slots: list[_Slot] = []
-    native = _Correlator(slots)
+    native = _Correlator(session, slots)
     gateway = _Gateway(slots)
     usage = _Usage()
     handlers: dict[str, Callable[[int, dict[str, Any], dict[str, Any]], None]] = {
@@ -740,10 +841,10 @@ def _build(session: Sequence[Any]) -> SessionLookups:
         EXECUTION_RESULT: usage.execution_result,
     }
     for pos, event in enumerate(session):
-        if event.__class__ is not dict:
+        if event.__class__ is not dict and not isinstance(event, dict):  # exact check first: hot
             continue
         etype = event.get("type")
-        if etype.__class__ is not str:
+        if etype.__class__ is not str and not isinstance(etype, str):
             continue
         bucket = index.get(etype)
         if bucket is None:
@@ -754,12 +855,13 @@ def _build(session: Sequence[Any]) -> SessionLookups:
         if handler is None:
             continue
         prov = event.get("provenance")
-        phase = prov.get("phase") if prov.__class__ is dict else None
+        phase = prov.get("phase") if isinstance(prov, dict) else None
         if phase is not None and phase != "" and phase != PHASE_AGENT:
             continue
         data = event.get("data")
-        handler(pos, event, data if data.__class__ is dict else {})
-    calls, dropped = _deduplicate(slots)
+        handler(pos, event, data if data.__class__ is dict or isinstance(data, dict) else {})
+    _other_mcp_events(session, index, handlers, gateway)
+    calls, dropped = _deduplicate(slots, gateway.indices)
     return SessionLookups(
         size=len(session),
         by_type=MappingProxyType({k: tuple(v) for k, v in index.items()}),
@@ -767,7 +869,22 @@ def _build(session: Sequence[Any]) -> SessionLookups:
         gateway_duplicates=dropped,
         execution=usage.stats(session),
         completed=usage.completed,
+        mcp_events=gateway.mcp_events,
+        retry_observations=gateway.retries,
     )
+
+
+def _other_mcp_events(session: Sequence[Any], index: Mapping[str, list[int]], handled: Mapping[str, Any],
+                      gateway: _Gateway) -> None:  # fmt: skip
+    """``mcp.*`` types the pass does not interpret (``mcp.retry``, ...) still count as MCP
+    events; they are usually rare, so they are visited here rather than tested for on every event."""
+    for etype, positions in index.items():
+        if not etype.startswith("mcp.") or etype in handled:
+            continue
+        for pos in positions:
+            event = session[pos]
+            if is_main_agent(event):
+                gateway.observe(etype, event_data(event))
 
 
 __all__ = [
@@ -787,6 +904,8 @@ __all__ = [
     "create_session_lookups",
     "event_data",
     "is_main_agent",
+    "is_retry",
     "normalise_tool_name",
     "parse_usage",
+    "paused_gc",
 ]

@@ -1,0 +1,75 @@
+"""Deterministic graders wired into `mst run`: files per trial, results, summary, replay, experiments."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from mst.cli import main
+from tests.helpers import basic_eval, load, mock_variant, only_run, run_cli, write_eval
+
+
+def _run(tmp_path: Path, **overrides: object) -> Path:
+    path = write_eval(tmp_path, basic_eval(**overrides))
+    proc = run_cli("run", str(path), "--runs-dir", "runs", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return only_run(tmp_path / "runs")
+
+
+def test_graders_write_v2_files_beside_each_trial_and_never_touch_the_transcript(tmp_path: Path) -> None:
+    run = _run(tmp_path, graders={"loops": {"enabled": False}, "tool-success-rate": {"threshold": 0.5}})
+    attempt = load(run / "run.json")["attempts"][0]
+    folder = run / "graders" / attempt["variant"] / attempt["case"] / str(attempt["trial"])
+    manifest = load(folder / "grader_manifest.json")
+    results = load(folder / "grader_results.json")
+    assert results["schemaVersion"] == 2 and manifest["schemaVersion"] == 2
+    ids = [r["id"] for r in results["results"]]
+    assert "loops" not in ids and "tool-success-rate" in ids and len(ids) == 9
+    graded = [json.loads(line) for line in (folder / "session.jsonl").read_text().splitlines()]
+    appended = [e for e in graded if e["type"].startswith("grader.")]
+    assert {e["provenance"]["phase"] for e in appended} == {"grading"}
+    transcript = (run / attempt["transcript"]).read_text()
+    assert "grader." not in transcript  # the collected transcript is never modified
+    trial = next(t for t in load(run / "results.json")["trials"]
+                 if (t["variant"], t["case"], t["trial"]) == (attempt["variant"], attempt["case"], attempt["trial"]))
+    assert {g["id"] for g in trial["graders"]} == set(ids)
+    summary = load(run / "summary.json")
+    steps = summary["variants"][0]["graders"]["execution-step-count"]
+    assert steps["mean"] == 1.0  # the mock answers in one model request
+
+
+def test_replay_cli_gives_the_grading_phase_results(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    attempt = load(run / "run.json")["attempts"][1]
+    folder = run / "graders" / attempt["variant"] / attempt["case"] / str(attempt["trial"])
+    result = CliRunner().invoke(main, ["graders", "run", str(run / attempt["transcript"]), "--json",
+                                       "--config", str(tmp_path / "eval.yaml")])
+    assert result.exit_code == 0, result.output
+    replayed = json.loads(result.output)
+    stored = load(folder / "grader_results.json")
+    assert replayed["results"] == stored["results"]
+
+
+def test_metric_references_are_validated(tmp_path: Path) -> None:
+    doc = basic_eval(metrics=["grader:tool-success-rate", "grader:nope", "graders.loops.value"],
+                     graders={"loops": {"enabled": False}})
+    result = CliRunner().invoke(main, ["validate", str(write_eval(tmp_path, doc))])
+    assert result.exit_code == 2
+    assert "metrics[1]: unknown grader 'nope'" in result.output
+    assert "metrics[2]: grader 'loops' is disabled" in result.output
+
+
+def test_experiments_analyze_a_run(tmp_path: Path) -> None:
+    cases = [{"id": f"c{i}", "prompt": "p", "expected": str(i)} for i in range(25)]
+    run = _run(tmp_path, cases=cases, metrics=["grader:execution-step-count"],
+               variants=[mock_variant("base", baseline=True), mock_variant("cand")])
+    result = CliRunner().invoke(main, ["experiments", "analyze", str(run), "--json"])
+    assert result.exit_code == 0, result.output
+    analysis = json.loads(result.output)
+    metric = analysis["metrics"][0]
+    assert metric["id"] == "execution-step-count" and metric["direction"] == "lower"
+    arms = {arm["variant"]: arm for arm in metric["arms"]}
+    assert arms["base"]["n"] == arms["cand"]["n"] == 50 and arms["cand"]["difference"]["pairedCases"] == 25
+    assert arms["cand"]["decision"] == "inconclusive"  # identical arms: no difference to decide on
