@@ -7,11 +7,14 @@ and `mst grade --resume` (in place). All of them call :func:`grade_trial`,
 
 from __future__ import annotations
 
+import functools
 import os
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from mst import endings
 from mst.config.errors import Problem, UserError
@@ -23,6 +26,9 @@ from mst.runs.layout import Key, RunPaths
 from mst.runs.run import Run
 from mst.session.io import TranscriptError, write_transcript
 from mst.session.redact import Redactor
+
+K = TypeVar("K")
+R = TypeVar("R")
 
 
 @dataclass
@@ -143,23 +149,29 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, *, secrets: dic
     redactor = Redactor(secrets.values(), resolved.config.redact)
     progress.start("grade", len(plan.trials) + len(plan.pairs))
     cases = {c.id: c for c in resolved.cases}  # resolved.case() scans: quadratic over a big run
+    def grade_one(key: Key, view: TrialView) -> dict[str, Any]:
+        case = cases[key[1]]
+        record = grade_trial(view, case, source, keep=plan.keep.get(key)).to_json()
+        _run_graders(run, resolved, key, view, record, redactor)
+        redacted: dict[str, Any] = redactor.value(record)
+        return redacted
+
+    # Views and earlier records are read here, in this thread; only the judging runs in the pool.
+    trials = ((key, functools.partial(grade_one, key, trial_view(run, key, cases[key[1]])))
+              for key in plan.trials)
+    pairs = ((pair, _pairwise_job(run, resolved, pair[0], cases[pair[1]], source, redactor))
+             for pair in plan.pairs)
+    workers = resolved.config.concurrency if _calls_judges(resolved) else 1
     with _secrets_in_env(secrets), Journal(run.paths.grading_journal) as journal:
-        for key in plan.trials:
-            case = cases[key[1]]
-            view = trial_view(run, key, case)
-            record = grade_trial(view, case, source, keep=plan.keep.get(key)).to_json()
-            _run_graders(run, resolved, key, view, record, redactor)
-            record = redactor.value(record)
+        for key, record in _in_order(trials, workers):
             journal.append(record)
             run.trial_grades[key] = record
             if on_record is not None:
                 on_record(record)
             progress.advance()
-        for candidate, case_id in plan.pairs:
-            record = _compare(run, resolved, candidate, cases[case_id], source)
-            record = redactor.value(record)
+        for pair, record in _in_order(pairs, workers):
             journal.append(record)
-            run.comparisons[(candidate, case_id)] = record
+            run.comparisons[pair] = record
             if on_record is not None:
                 on_record(record)
             progress.advance()
@@ -167,17 +179,50 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, *, secrets: dic
     run.meta["phases"]["grade"] = "complete" if grading_complete(run, resolved) else "partial"
 
 
-def _compare(run: Run, resolved: ResolvedEval, candidate: str, case: ResolvedCase,
-             source: GradingSource) -> dict[str, Any]:
+def _calls_judges(resolved: ResolvedEval) -> bool:
+    """Judges may wait on a network or a CLI; assertions and graders are CPU work a pool slows."""
+    return resolved.pairwise is not None or any(c.judges for c in resolved.cases)
+
+
+def _in_order(jobs: Iterator[tuple[K, Callable[[], R]]], workers: int) -> Iterator[tuple[K, R]]:
+    """Run each job with up to ``workers`` at once; results come back in input order.
+
+    At most ``2 × workers`` jobs are in flight, so memory stays flat however many there are;
+    the caller's thread alone journals the results.
+    """
+    if workers <= 1:
+        for key, job in jobs:
+            yield key, job()
+        return
+    window: deque[tuple[K, Future[R]]] = deque()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mst-grade") as pool:
+        for key, job in jobs:
+            window.append((key, pool.submit(job)))
+            if len(window) >= 2 * workers:
+                done_key, future = window.popleft()
+                yield done_key, future.result()
+        while window:
+            done_key, future = window.popleft()
+            yield done_key, future.result()
+
+
+def _pairwise_job(run: Run, resolved: ResolvedEval, candidate: str, case: ResolvedCase,
+                  source: GradingSource, redactor: Redactor) -> Callable[[], dict[str, Any]]:
+    """Read both sides' trials and the earlier comparison now; judge them when the job runs."""
     assert resolved.pairwise is not None and resolved.baseline is not None
-    baseline = resolved.baseline.id
+    judge, baseline = resolved.pairwise, resolved.baseline.id
     indexes = _pair_indexes(run, candidate, baseline, case)
     cand = [trial_view(run, (candidate, case.id, t), case) for t in indexes]
     base = [trial_view(run, (baseline, case.id, t), case) for t in indexes]
     earlier = run.comparisons.get((candidate, case.id))
-    result = compare_pairwise(case, cand, base, resolved.pairwise, source, keep=earlier,
-                              candidate=candidate, baseline=baseline)
-    return {"kind": "pairwise", **result.to_json()}
+
+    def job() -> dict[str, Any]:
+        result = compare_pairwise(case, cand, base, judge, source, keep=earlier,
+                                  candidate=candidate, baseline=baseline)
+        redacted: dict[str, Any] = redactor.value({"kind": "pairwise", **result.to_json()})
+        return redacted
+
+    return job
 
 
 def _run_graders(run: Run, resolved: ResolvedEval, key: Key, view: TrialView, record: dict[str, Any],

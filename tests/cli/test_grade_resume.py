@@ -92,3 +92,23 @@ def test_grade_resume_refuses_changed_judges_or_cases(tmp_path: Path) -> None:
     proc = run_cli("grade", str(run), "--resume", cwd=tmp_path)
     assert proc.returncode == 2 and "cases changed" in proc.stderr
     assert yaml.safe_load(path.read_text())["cases"] == doc["cases"]
+
+
+def test_judges_run_concurrently_up_to_the_eval_concurrency(tmp_path: Path) -> None:
+    (tmp_path / "slow.py").write_text(
+        "import threading, time\n"
+        "active = 0\npeak = 0\nlock = threading.Lock()\n\n"
+        "def judge(trial):\n"
+        "    global active, peak\n"
+        "    with lock:\n        active += 1\n        peak = max(peak, active)\n"
+        "    time.sleep(0.2)\n"
+        "    with lock:\n        active -= 1\n"
+        "    return True, f'peak {peak}'\n")
+    cases = [{"id": f"c{i}", "prompt": "p", "expected": str(i)} for i in range(8)]
+    path = write_eval(tmp_path, basic_eval(cases=cases, concurrency=4, judges=[{"id": "slow", "code": "slow:judge"}]))
+    proc = run_cli("run", str(path), "--runs-dir", "runs", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run = only_run(tmp_path / "runs")
+    peaks = [int(v["reason"].split()[1]) for t in load(run / "results.json")["trials"] for v in t["verdicts"]
+             if v["judge"] == "slow"]
+    assert max(peaks) == 4  # 32 trials × 0.2 s graded 4 at a time, never more
