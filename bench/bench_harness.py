@@ -64,6 +64,7 @@ EVAL_YAML = """\
 name: bench-{n}
 trials: 5
 concurrency: {concurrency}
+gradingConcurrency: 1  # the judges here are CPU-bound Python: a thread pool only adds GIL hand-offs
 deadlineSeconds: 60
 seed: 3
 variants:

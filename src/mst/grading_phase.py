@@ -161,7 +161,8 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, *, secrets: dic
               for key in plan.trials)
     pairs = ((pair, _pairwise_job(run, resolved, pair[0], cases[pair[1]], source, redactor))
              for pair in plan.pairs)
-    workers = resolved.config.concurrency if _calls_judges(resolved) else 1
+    cfg = resolved.config
+    workers = (cfg.gradingConcurrency or cfg.concurrency) if _calls_judges(resolved) else 1
     with _secrets_in_env(secrets), Journal(run.paths.grading_journal) as journal:
         for key, record in _in_order(trials, workers):
             journal.append(record)

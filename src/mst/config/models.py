@@ -188,6 +188,11 @@ class EvalConfig(Strict):
     runsDir: str | None = Field(None, description="Where runs are written; default ./runs.")
     trials: int = Field(1, ge=1, le=10_000, description="Trials per case for every variant.")
     concurrency: int = Field(4, ge=1, le=10_000)
+    gradingConcurrency: int | None = Field(
+        None, ge=1, le=10_000,
+        description="Trials graded at once when judges run (default: `concurrency`). Judges that wait on "
+        "a provider or a CLI gain from more; CPU-bound Python judges run best at 1.",
+    )
     deadlineSeconds: float = Field(600, gt=0, description="mst's deadline for one attempt.")
     seed: int = 0
     casePass: CasePassRule | CasePass = Field(
