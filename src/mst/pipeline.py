@@ -24,7 +24,7 @@ from mst.grading_phase import GradePlan, grade_run, plan_grading
 from mst.progress import Progress, Silent
 from mst.resolve import resolve_eval
 from mst.runs.files import Journal
-from mst.runs.layout import RUN_SCHEMA, RunPaths, create_run_dir, key_of, relative_link, write_latest
+from mst.runs.layout import RUN_SCHEMA, RunPaths, create_run_dir, key_of, link_attempt_files, write_latest
 from mst.runs.run import Run, open_run
 from mst.runs.summary import finalize
 from mst.session.redact import Redactor
@@ -209,11 +209,10 @@ def _to_resume(run: Run, resolved: ResolvedEval) -> Iterable[AttemptSpec]:
     """Missing attempts and retryable infrastructure failures; never a trial."""
     for spec in all_attempts(resolved):
         key = (spec.variant.id, spec.case.id, spec.trial)
-        record = run.attempts.get(key)
-        if record is None:
+        if key not in run.attempts:
             yield spec
-        elif endings.is_retryable(endings.from_record(record)):
-            yield AttemptSpec(spec.variant, spec.case, spec.trial, int(record.get("try", 1)) + 1)
+        elif endings.is_retryable(run.ending(key)):
+            yield AttemptSpec(spec.variant, spec.case, spec.trial, int(run.attempts[key].get("try", 1)) + 1)
 
 
 def _all_collected(run: Run, resolved: ResolvedEval) -> bool:
@@ -249,7 +248,8 @@ def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None) -> 
         meta["eval"]["collectedDigest"] = source.meta["eval"].get("digest")
         run = Run(staging, meta)
         for key, record in source.attempts.items():
-            run.attempts[key] = _link_attempt(source.paths, staging, record)
+            link_attempt_files(source.paths.root, staging.root, record)
+            run.attempts[key] = record
         run.write()
         staged.append(run)
 
@@ -257,22 +257,6 @@ def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None) -> 
     run = staged[0]
     run.paths = paths
     return run
-
-
-def _link_attempt(src: RunPaths, dst: RunPaths, record: dict[str, Any]) -> dict[str, Any]:
-    """Reference the source run's transcript and artifacts by hard link, never by copy."""
-    for field in ("transcript", "artifacts"):
-        rel = record.get(field)
-        if not rel:
-            continue
-        source_path = src.root / rel
-        if source_path.is_dir():
-            for file in source_path.rglob("*"):
-                if file.is_file():
-                    relative_link(file, dst.root / rel / file.relative_to(source_path))
-        elif source_path.is_file():
-            relative_link(source_path, dst.root / rel)
-    return dict(record)
 
 
 def _diff(a: set[str], b: set[str]) -> str:

@@ -134,9 +134,7 @@ def _judge(
 
 
 def _graders(config: EvalConfig, file: str, base_dir: Path, problems: list[Problem]) -> Any:
-    from mst.graders import GradersConfigError, parse_graders_config
-
-    from mst.graders import validate_metric_refs
+    from mst.graders import GradersConfigError, parse_graders_config, validate_metric_refs
 
     try:
         graders = parse_graders_config(config.graders, base_dir=base_dir)

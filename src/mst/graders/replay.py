@@ -17,7 +17,6 @@ from typing import Any
 from mst.graders.config import GradersConfig, config_from_manifest, parse_graders_config
 from mst.graders.results import GraderRun, run_graders
 
-
 # Keys only an eval file has (no grader id is spelled like these), so an eval file given as
 # `--config` reads as the eval's own `graders:` setting.
 _EVAL_KEYS = frozenset({"variants", "cases", "datasets", "trials"})

@@ -1,0 +1,155 @@
+"""Where things live in a run directory (DESIGN.md "Runs on disk")."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mst.runs.files import atomic_write_json, read_json
+
+RUN_SCHEMA = "mst.run/v1"
+RESULTS_SCHEMA = "mst.results/v1"
+SUMMARY_SCHEMA = "mst.summary/v1"
+COMPARISONS_SCHEMA = "mst.comparisons/v1"
+
+Key = tuple[str, str, int]  # (variant, case, trial)
+
+
+def key_of(record: dict[str, object]) -> Key:
+    return (str(record["variant"]), str(record["case"]), int(record["trial"]))  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    root: Path
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def attempts(self) -> Path:
+        return self.root / "attempts.jsonl"
+
+    @property
+    def grading_journal(self) -> Path:
+        return self.root / "grading.jsonl"
+
+    @property
+    def results(self) -> Path:
+        return self.root / "results.json"
+
+    @property
+    def summary(self) -> Path:
+        return self.root / "summary.json"
+
+    @property
+    def comparisons(self) -> Path:
+        return self.root / "comparisons.json"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.html"
+
+    @staticmethod
+    def transcript_rel(variant: str, case: str, trial: int) -> str:
+        return f"transcripts/{variant}/{case}/{trial}.jsonl"
+
+    @staticmethod
+    def artifacts_rel(variant: str, case: str, trial: int) -> str:
+        return f"artifacts/{variant}/{case}/{trial}"
+
+    @staticmethod
+    def graders_rel(variant: str, case: str, trial: int) -> str:
+        return f"graders/{variant}/{case}/{trial}"
+
+
+def new_run_id(name: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[:40] or "run"
+    return f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{slug}-{secrets.token_hex(2)}"
+
+
+def create_run_dir(runs_dir: Path, name: str, populate: Callable[[RunPaths, str], None]) -> RunPaths:
+    """Make a new run directory that appears whole or not at all.
+
+    ``populate(staging, run_id)`` fills a hidden staging directory (run.json at least); only then
+    is it renamed to its final name, so a crash never leaves a run directory without a run.json
+    that `--resume` could not read.
+    """
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    while True:
+        run_id = new_run_id(name)
+        final = runs_dir / run_id
+        staging = runs_dir / f".{run_id}.staging"
+        if final.exists():
+            continue
+        try:
+            staging.mkdir()
+        except FileExistsError:
+            continue
+        populate(RunPaths(staging), run_id)
+        os.rename(staging, final)
+        return RunPaths(final)
+
+
+def write_latest(run: RunPaths) -> None:
+    atomic_write_json(run.root.parent / "latest.json", {"run": run.root.name, "path": str(run.root)})
+
+
+def resolve_run_dir(arg: Path) -> Path:
+    """A run directory given directly, or `runs` / `runs/latest` meaning the newest run."""
+    if arg.name == "latest" and not arg.exists():
+        arg = arg.parent
+    if (arg / "latest.json").is_file() and not (arg / "run.json").exists():
+        latest = read_json(arg / "latest.json", "latest.json")
+        return arg / str(latest.get("run", ""))
+    return arg
+
+
+def link_file(src: str, dst: str) -> None:
+    """Reference a source run's file from a regrade: a hard link, or a copy across devices.
+
+    String paths and a make-directory only on a miss: a regrade links one file per trial.
+    """
+    try:
+        os.link(src, dst)
+        return
+    except FileExistsError:
+        return
+    except FileNotFoundError:
+        if not os.path.exists(src):
+            raise
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+    try:
+        os.link(src, dst)
+    except FileExistsError:
+        pass
+    except OSError:
+        import shutil
+
+        shutil.copy2(src, dst)
+
+
+def link_tree(src: str, dst: str) -> None:
+    """Hard-link every file under ``src`` (a trial's artifacts) into ``dst``."""
+    for folder, _, files in os.walk(src):
+        target = os.path.join(dst, os.path.relpath(folder, src))
+        for name in files:
+            link_file(os.path.join(folder, name), os.path.join(target, name))
+
+
+def link_attempt_files(src_root: Path, dst_root: Path, record: dict[str, Any]) -> None:
+    """Reference an attempt's transcript and artifacts from another run directory (a regrade,
+    a grade bundle) by hard link, never by copy."""
+    src, dst = os.fspath(src_root), os.fspath(dst_root)
+    transcript, artifacts = record.get("transcript"), record.get("artifacts")
+    if transcript and os.path.isfile(f"{src}/{transcript}"):
+        link_file(f"{src}/{transcript}", f"{dst}/{transcript}")
+    if artifacts and os.path.isdir(f"{src}/{artifacts}"):
+        link_tree(f"{src}/{artifacts}", f"{dst}/{artifacts}")

@@ -1,0 +1,123 @@
+"""The end of every phase: results.json, comparisons.json, summary.json from the run's records.
+
+One function writes them for `mst run`, `--resume` and `mst grade`, so the files cannot differ
+by the path that produced them. Linear in the number of attempts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+from mst import endings
+from mst.config.resolved import ResolvedEval
+from mst.runs.files import atomic_write_json, atomic_write_json_list
+from mst.runs.layout import COMPARISONS_SCHEMA, RESULTS_SCHEMA, SUMMARY_SCHEMA
+from mst.runs.run import Run
+from mst.runs.stats import CaseTrials, clustered_mean, preference_counts, variant_stats
+
+
+def finalize(run: Run, resolved: ResolvedEval) -> dict[str, Any]:
+    # Streamed one record at a time: the same bytes as one dump, without the whole list in memory.
+    atomic_write_json_list(run.paths.results, {"schema": RESULTS_SCHEMA, "run": run.id}, "trials",
+                           (run.trial_grades[k] for k in sorted(run.trial_grades)))
+    comparisons_head = {"schema": COMPARISONS_SCHEMA, "run": run.id,
+                        "baseline": resolved.baseline.id if resolved.baseline else None}
+    atomic_write_json_list(run.paths.comparisons, comparisons_head, "comparisons",
+                           (run.comparisons[k] for k in sorted(run.comparisons)))
+    summary = summarize(run, resolved)
+    atomic_write_json(run.paths.summary, summary)
+    return summary
+
+
+def summarize(run: Run, resolved: ResolvedEval) -> dict[str, Any]:
+    rule = resolved.config.casePass
+    rule_json: Any = rule if isinstance(rule, str) else rule.model_dump()
+    per_case: dict[str, dict[str, dict[str, Any]]] = {}
+    variants = []
+    for variant in resolved.variants:
+        cases, extra = _variant_cases(run, resolved, variant.id)
+        stats = variant_stats(cases, rule_json)
+        per_case[variant.id] = stats.pop("perCase")
+        variants.append({"id": variant.id, "baseline": variant.baseline, "client": variant.client,
+                         "model": variant.model, **stats, **extra,
+                         "pairwise": _pairwise(run, variant.id, resolved)})
+    case_rows: list[dict[str, Any]] = [
+        {"id": c.id, "trials": c.trials, "variants": {v: rows[c.id] for v, rows in per_case.items()}}
+        for c in resolved.cases
+    ]
+    incomplete = sum(1 for row in case_rows for v in row["variants"].values() if v["status"] == "incomplete")
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "run": run.id,
+        "eval": resolved.config.name,
+        "regradeOf": run.meta.get("regradeOf"),
+        "phases": run.meta["phases"],
+        "casePass": rule_json,
+        "totals": {
+            "attempts": len(run.attempts),
+            "trials": sum(1 for k in run.attempts if endings.is_trial(run.ending(k))),
+            "infrastructureFailures": sum(v["infrastructure"]["total"] for v in variants),
+            "cases": len(resolved.cases),
+            "incompleteCases": incomplete,
+        },
+        "variants": variants,
+        "cases": case_rows,
+    }
+
+
+def _variant_cases(run: Run, resolved: ResolvedEval, variant: str) -> tuple[dict[str, CaseTrials], dict[str, Any]]:
+    cases: dict[str, CaseTrials] = {}
+    infra: Counter[str] = Counter()
+    retryable = 0
+    needs_fix: list[dict[str, Any]] = []
+    outcomes: Counter[str] = Counter()
+    ungraded = 0
+    usage: dict[str, float] = defaultdict(float)
+    durations: list[float] = []
+    graders: dict[str, dict[str, list[float | None]]] = defaultdict(lambda: defaultdict(list))
+    for case in resolved.cases:
+        passes: list[bool | None] = []
+        for trial in range(case.trials):
+            key = (variant, case.id, trial)
+            if key not in run.attempts:
+                continue
+            ending = run.ending(key)
+            if isinstance(ending, endings.Infrastructure):
+                infra[ending.what] += 1
+                retryable += ending.retryable
+                if not ending.retryable:
+                    needs_fix.append({"case": case.id, "trial": trial, "what": ending.what, "why": ending.why})
+                continue
+            outcomes[ending.outcome] += 1
+            grade = run.trial_grades.get(key)
+            passed = grade.get("passed") if grade and grade.get("status") == "graded" else None
+            ungraded += passed is None
+            passes.append(passed)
+            record = run.attempts[key]
+            for name, value in (record.get("usage") or {}).items():
+                if isinstance(value, int | float):
+                    usage[name] += value
+            if isinstance(record.get("durationMs"), int | float):
+                durations.append(float(record["durationMs"]))
+            for g in (grade or {}).get("graders", []):
+                graders[g["id"]][case.id].append(g["value"] if g["status"] in ("pass", "fail") else None)
+        cases[case.id] = CaseTrials(case.trials, passes)
+    extra = {
+        "trials": {"total": sum(outcomes.values()), "ungraded": ungraded, "outcomes": dict(sorted(outcomes.items()))},
+        "infrastructure": {"total": sum(infra.values()), "retryable": retryable, "byWhat": dict(sorted(infra.items()))},
+        "needsFix": needs_fix,
+        "usage": dict(sorted(usage.items())),
+        "meanDurationMs": sum(durations) / len(durations) if durations else None,
+        "graders": {gid: clustered_mean(by_case) for gid, by_case in sorted(graders.items())},
+    }
+    return cases, extra
+
+
+def _pairwise(run: Run, variant: str, resolved: ResolvedEval) -> dict[str, Any] | None:
+    if resolved.pairwise is None or resolved.baseline is None or variant == resolved.baseline.id:
+        return None
+    prefs = [run.comparisons[(variant, c.id)].get("preference")
+             for c in resolved.cases if (variant, c.id) in run.comparisons]
+    return preference_counts(prefs)
+
