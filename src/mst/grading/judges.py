@@ -392,11 +392,30 @@ def judge_identity(*, id: str, target: str, source: str, options: Mapping[str, A
 _PATH_LOCK = threading.Lock()
 
 
-def _ensure_on_path(base_dir: Path) -> None:
-    entry = str(base_dir.resolve())
+def _ensure_on_path(base_dir: Path, module_name: str) -> None:
+    """Make ``base_dir`` win the import of ``module_name``.
+
+    Evals commonly name their judge module ``judges``: when one process loads judges from two
+    evals (tests, a long-lived worker), the module cached from the other eval's directory must
+    not answer for this one. So the eval's directory goes first on ``sys.path``, and a module of
+    the same top-level name loaded from elsewhere is dropped from the cache.
+    """
+    root = base_dir.resolve()
+    entry = str(root)
+    top = module_name.split(".")[0]
     with _PATH_LOCK:
-        if entry not in sys.path:
+        if sys.path[:1] != [entry]:
+            if entry in sys.path:
+                sys.path.remove(entry)
             sys.path.insert(0, entry)
+        if not ((root / f"{top}.py").is_file() or (root / top / "__init__.py").is_file()):
+            return
+        loaded = sys.modules.get(top)
+        file = getattr(loaded, "__file__", None) if loaded is not None else None
+        if loaded is None or (file is not None and Path(file).resolve().is_relative_to(root)):
+            return
+        for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+            del sys.modules[name]
 
 
 def _split_target(judge_id: str, target: str) -> tuple[str, str]:
@@ -410,7 +429,7 @@ def _import_code(judge_id: str, target: str, base_dir: Path | None) -> tuple[Cal
     """Import ``module:function`` (from ``base_dir`` first) → (callable, digest of its source file)."""
     module_name, attr = _split_target(judge_id, target)
     if base_dir is not None:
-        _ensure_on_path(base_dir)
+        _ensure_on_path(base_dir, module_name)
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
