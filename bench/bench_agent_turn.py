@@ -2,9 +2,10 @@
 
 The fake OpenAI / Anthropic server (``tests/clients_real/fake_provider.py``) runs in a *separate
 process*, so the CPU time this process spends per turn is exactly mst's overhead: the agent loop,
-the provider adapter, the official SDK building the request and parsing the response, the HTTP
-client, and transcript events. Model latency (the server) and tool latency (the model's tool calls
-go to a variant without MCP servers, answered in-process) are excluded by construction.
+the provider adapter, the official SDK building the request and parsing the response (for a
+stream, the adapter's own ``orjson`` decoding of the events), the HTTP client, and transcript
+events. Model latency (the server) and tool latency (the model's tool calls go to a variant
+without MCP servers, answered in-process) are excluded by construction.
 
 Reported per turn: CPU time of this process (everything the client side spends), the floor (CPU
 of the bare HTTP exchange — one ``httpx2`` POST of a same-sized body, reading the whole JSON or SSE
@@ -12,7 +13,9 @@ response — which is the cost of reaching a model at all, counted with model la
 harness overhead = total − floor: the agent loop, the adapter, the SDK's request and response
 handling and the transcript. Budget: overhead ≤ 2 ms per turn.
 
-    .venv/bin/python bench/bench_agent_turn.py [--attempts 200] [--turns 5]
+    .venv/bin/python bench/bench_agent_turn.py [--attempts 200] [--turns 5] [--repeat 3]
+
+Figures and the history of this budget: ``bench/clients.md``.
 """
 
 from __future__ import annotations

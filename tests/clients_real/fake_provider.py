@@ -5,7 +5,8 @@ Anthropic messages (``POST /v1/messages``, JSON and SSE, ``tool_use``). A test s
 model name: the request's model picks the script, and the number of assistant turns already in
 the conversation picks the step, so concurrent attempts and SDK retries see the same step for
 the same turn. A step answers, calls a tool, fails with a status (429, 500, 529, 401, ...),
-reports a context-length error, drops the connection, or answers slowly. Every request is
+reports a context-length error, drops the connection, answers slowly, or sends an SSE body
+given byte for byte (split wherever the test likes, ending cleanly or dropping the connection). Every request is
 recorded (path, headers, body) so tests can check what the SDK sent.
 
 Standard library only (``http.server`` in a thread, Nagle off), so the SDK under test is the only
@@ -29,7 +30,7 @@ from typing import Any
 class Step:
     """What the fake model does on one turn."""
 
-    kind: str  # text | tool | status | context | drop | slow
+    kind: str  # text | tool | status | context | drop | slow | raw
     text: str = ""
     tool: str = ""
     args: dict[str, Any] = field(default_factory=dict)
@@ -39,6 +40,8 @@ class Step:
     then: Step | None = None
     headers: dict[str, str] = field(default_factory=dict)
     raw_args: str | None = None  # a tool call's arguments sent as this exact text (e.g. not JSON)
+    pieces: tuple[bytes, ...] = ()  # raw: the SSE body, one HTTP chunk (and one write) per piece
+    cut: bool = False  # raw: drop the connection after the pieces instead of ending the body
 
 
 def text(answer: str) -> Step:
@@ -67,6 +70,11 @@ def drop() -> Step:
 
 def slow(seconds: float, then: Step) -> Step:
     return Step("slow", delay=seconds, then=then)
+
+
+def raw_sse(pieces: Sequence[bytes], *, cut: bool = False) -> Step:
+    """A streamed 200 whose body is exactly ``pieces`` (each written and flushed on its own)."""
+    return Step("raw", pieces=tuple(pieces), cut=cut)
 
 
 @dataclass
@@ -168,6 +176,9 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             if step.kind == "status":
                 self._error(step.status, step.text, anthropic, step.headers)
                 return
+            if step.kind == "raw":
+                self._raw(step.pieces, step.cut)
+                return
             if step.kind == "context":
                 if anthropic:
                     self._error(400, "prompt is too long: 250123 tokens > 200000 maximum", True, {})
@@ -213,6 +224,25 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                     data if isinstance(data, str) else json.dumps(data)) + "\n\n"
                 raw = chunk.encode()
                 self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+
+        def _raw(self, pieces: Sequence[bytes], cut: bool) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+            for piece in pieces:
+                if not piece:
+                    continue  # an empty HTTP chunk would end the body
+                self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                self.wfile.flush()
+                time.sleep(0.002)  # so the client most likely reads the pieces one by one
+            if cut:
+                # Mid-body, without the chunked terminator: the client sees the connection drop.
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
             self.wfile.write(b"0\r\n\r\n")
 
         def _openai(self, step: Step, model: str, prompt_tokens: int, stream: bool, turn: int) -> None:

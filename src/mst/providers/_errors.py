@@ -3,15 +3,20 @@
 Each adapter catches its SDK's typed exceptions and hands the HTTP status here; only the adapter
 knows how its provider words a context-length error, so that check stays in the adapter and
 arrives here as ``context_overflow``. Nothing outside ``mst.providers`` reads these texts.
+
+An ``error`` event in the middle of a stream goes through the same table
+(:func:`stream_error_status`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import NoReturn
+from collections.abc import Iterable, Mapping
+from typing import Any, NoReturn
+
+import orjson
 
 from mst.endings import EndingException, Infrastructure
-from mst.providers.base import ContextOverflow
+from mst.providers.base import ContextOverflow, ModelOutputError
 
 _MESSAGE_CHARS = 400
 
@@ -25,7 +30,7 @@ def clean(text: str, secrets: Iterable[str]) -> str:
     return text if len(text) <= _MESSAGE_CHARS else text[:_MESSAGE_CHARS] + "…"
 
 
-def ending_for_status(where: str, status: int, message: str) -> Infrastructure:
+def ending_for_status(where: str, status: int, message: str, *, retried: bool = True) -> Infrastructure:
     """The ending an HTTP error status from a model provider means (after its client's own retries).
 
     ========================  ==========================================================
@@ -39,11 +44,13 @@ def ending_for_status(where: str, status: int, message: str) -> Infrastructure:
     ========================  ==========================================================
 
     A context-length error is not in this table: it is a :class:`ContextOverflow`, whose ending
-    depends on when it happens, and only the producer that saw it knows that.
+    depends on when it happens, and only the producer that saw it knows that. ``retried=False``
+    is for an error event inside a stream, which no client retries.
     """
     if status in (408, 409, 429) or status >= 500:
         kind = "rate limited" if status == 429 else "overloaded" if status == 529 else "unavailable"
-        return Infrastructure("provider-api", f"{where}: HTTP {status} ({kind}) after retries: {message}", True)
+        after = " after retries" if retried else ""
+        return Infrastructure("provider-api", f"{where}: HTTP {status} ({kind}){after}: {message}", True)
     if status in (401, 403):
         return Infrastructure("setup", f"{where}: HTTP {status}: the API key was refused: {message}", False)
     if status == 404:
@@ -56,6 +63,51 @@ def raise_for_status(provider: str, model: str, status: int, message: str, *, co
     if context_overflow:
         raise ContextOverflow(f"{provider} HTTP {status}: {message}")
     raise EndingException(ending_for_status(f"{provider} model {model!r}", status, message))
+
+
+def raise_for_stream_error(provider: str, model: str, status: int, message: str, *,
+                           context_overflow: bool) -> NoReturn:
+    """Raise what an ``error`` event in the middle of a 200 stream means, by the table above."""
+    if context_overflow:
+        raise ContextOverflow(f"{provider} error event in the stream: {message}")
+    raise EndingException(ending_for_status(f"{provider} model {model!r}, error event in the stream", status,
+                                            message, retried=False))
+
+
+# The HTTP status an error event in a stream stands for, by its `type` (Anthropic's, and OpenAI's
+# and compatible servers'). Any other error in the middle of a response is the provider failing.
+_STREAM_ERROR_STATUS: dict[str, int] = {
+    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402, "permission_error": 403,
+    "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "rate_limit_exceeded": 429,
+    "insufficient_quota": 429, "api_error": 500, "server_error": 500, "timeout_error": 504, "overloaded_error": 529,
+}
+
+
+def stream_error_status(error: Mapping[str, Any]) -> int:
+    """The HTTP status an error object received mid-stream stands for (500 when it names none).
+
+    A numeric ``code`` / ``status`` (vLLM, LiteLLM) wins over the ``type`` name (Anthropic, OpenAI),
+    which wins over a ``code`` name (OpenAI's ``rate_limit_exceeded``).
+    """
+    for key in ("code", "status"):
+        value = error.get(key)
+        if isinstance(value, int | str) and str(value).isdigit() and 400 <= int(value) <= 599:
+            return int(value)
+    by_name = _STREAM_ERROR_STATUS.get(str(error.get("type"))) or _STREAM_ERROR_STATUS.get(str(error.get("code")))
+    return by_name or 500
+
+
+def tool_arguments(name: str, raw: str | None) -> dict[str, Any]:
+    """A tool call's arguments (JSON text); text that is not a JSON object is the model's failure (client-error)."""
+    if not raw:
+        return {}
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise ModelOutputError(f"the model called {name!r} with arguments that are not JSON: {raw[:200]!r}") from None
+    if not isinstance(value, dict):
+        raise ModelOutputError(f"the model called {name!r} with arguments that are not a JSON object: {raw[:200]!r}")
+    return value
 
 
 def network(provider: str, what: str, message: str) -> EndingException:

@@ -10,19 +10,27 @@ The key comes from the attempt's secrets, else the environment, under ``ANTHROPI
 Endings come from the SDK's typed exceptions (529 is its ``OverloadedError``, an
 ``InternalServerError``), through :mod:`mst.providers._errors`. The only text read is Anthropic's
 context-length wording (``prompt is too long``) in a 400's message, and the typed stop reason
-``model_context_window_exceeded``; both become :class:`ContextOverflow`. The SDK is imported at
-the first request (importing it costs about two seconds of CPU).
+``model_context_window_exceeded``; both become :class:`ContextOverflow`. An ``error`` event in
+the middle of a stream (``overloaded_error``, ...) ends the attempt as its HTTP status would; a
+connection that drops mid-stream is a ``network`` ending. Streams are requested through the SDK
+(auth, retries, status errors) and decoded here with ``orjson`` (see
+:meth:`AnthropicSession._streamed`). The SDK is imported at the first request (importing it
+costs about two seconds of CPU).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
+
+import orjson
 
 from mst.endings import EndingException, Infrastructure
 from mst.providers import _errors
+from mst.providers._sse import sse_events
 from mst.providers.base import (
     AssistantMessage,
     AttemptContext,
@@ -124,7 +132,6 @@ class AnthropicSession:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         import anthropic
-        import httpx2
 
         provider = self._provider
         client, key = provider.client(self._secrets)
@@ -143,10 +150,8 @@ class AnthropicSession:
         hide = (key, *self._secrets.values())
         try:
             if s.stream:
-                async with client.messages.stream(**params) as stream:
-                    message = await stream.get_final_message()
-            else:
-                message = await client.messages.create(**params)
+                return await self._streamed(client, params, hide)
+            message = await client.messages.create(**params)
         except anthropic.APIStatusError as exc:
             text = _errors.clean(str(exc.message), hide)
             overflow = exc.status_code == 413 or (
@@ -158,8 +163,6 @@ class AnthropicSession:
             cause = exc.__cause__ or exc
             raise _errors.network(
                 PROVIDER, "connection failed", _errors.clean(f"{type(cause).__name__}: {cause}", hide)) from None
-        except (httpx2.TransportError, httpx2.StreamError) as exc:
-            raise _errors.network(PROVIDER, "the stream broke", f"{type(exc).__name__}: {exc}") from None
         except anthropic.APIError as exc:
             raise EndingException(Infrastructure(
                 "provider-api", f"{PROVIDER}: error in the response: {_errors.clean(str(exc), hide)}", True)) from None
@@ -177,3 +180,107 @@ class AnthropicSession:
         input_tokens = u.input_tokens + (u.cache_creation_input_tokens or 0) + (u.cache_read_input_tokens or 0)
         return ModelResponse("".join(text_parts), tuple(calls), Usage(input_tokens, u.output_tokens),
                              message.stop_reason)
+
+    async def _streamed(self, client: AsyncAnthropic, params: dict[str, Any], hide: Sequence[str]) -> ModelResponse:
+        """One streamed message: the SDK sends the request, the events are decoded here.
+
+        The SDK's ``messages.stream`` builds a pydantic event per SSE event and re-validates the
+        message snapshot as it grows, so the SDK returns the raw ``httpx2`` response instead (its
+        retries and status errors have run by then) and each event is read with ``orjson``. Only
+        ``text`` and ``tool_use`` blocks are kept, as in a JSON response (thinking is not).
+        """
+        import httpx2
+
+        response = await client.post("/v1/messages", cast_to=httpx2.Response, stream=True,
+                                      body={**params, "stream": True})
+        texts: dict[int, list[str]] = {}  # block index -> text deltas
+        tools: dict[int, tuple[str, str, list[str], Any]] = {}  # index -> (id, name, json deltas, start input)
+        usage: dict[str, Any] = {}
+        stop: str | None = None
+        started = stopped = False
+        try:
+            async with contextlib.aclosing(response.aiter_bytes()) as chunks, \
+                    contextlib.aclosing(sse_events(chunks)) as events:
+                async for event, data in events:
+                    if stopped or event == "ping":
+                        continue
+                    try:
+                        ev = orjson.loads(data)
+                    except orjson.JSONDecodeError:
+                        raise _unreadable(f"an event is not JSON: {data[:200]!r}") from None
+                    if not isinstance(ev, dict):
+                        raise _unreadable(f"an event is not a JSON object: {data[:200]!r}")
+                    kind = ev.get("type") or event
+                    if kind == "content_block_delta":
+                        delta = ev.get("delta") or {}
+                        index = ev.get("index", 0)
+                        if delta.get("type") == "text_delta" and index in texts:
+                            texts[index].append(delta.get("text") or "")
+                        elif delta.get("type") == "input_json_delta" and index in tools:
+                            tools[index][2].append(delta.get("partial_json") or "")
+                    elif kind == "content_block_start":
+                        block = ev.get("content_block") or {}
+                        index = ev.get("index", 0)
+                        if block.get("type") == "text":
+                            texts[index] = [block.get("text") or ""]
+                        elif block.get("type") == "tool_use":
+                            tools[index] = (block.get("id") or "", block.get("name") or "", [], block.get("input"))
+                    elif kind == "message_start":
+                        started = True
+                        message = ev.get("message") or {}
+                        usage.update((k, v) for k, v in (message.get("usage") or {}).items() if v is not None)
+                        stop = message.get("stop_reason") or stop
+                    elif kind == "message_delta":
+                        stop = (ev.get("delta") or {}).get("stop_reason") or stop
+                        usage.update((k, v) for k, v in (ev.get("usage") or {}).items() if v is not None)
+                    elif kind == "message_stop":
+                        stopped = True
+                    elif kind == "error":
+                        self._stream_error(ev.get("error"), hide)
+        except (AttributeError, TypeError) as exc:  # an event of the wrong shape (a list for an object, ...)
+            raise _unreadable(f"an event has an unexpected shape: {exc}") from None
+        except httpx2.TimeoutException:
+            seconds = self._provider.settings.timeoutSeconds
+            raise _errors.network(PROVIDER, "read timeout", f"the stream stalled for {seconds:g} s") from None
+        except (httpx2.TransportError, httpx2.StreamError) as exc:
+            # A drop mid-stream: the SDK's retries only cover the request.
+            raise _errors.network(PROVIDER, "the stream broke", f"{type(exc).__name__}: {exc}") from None
+        finally:
+            await response.aclose()
+        if not stopped:
+            raise _errors.network(PROVIDER, "the stream broke", "the response ended before message_stop")
+        if not started:
+            raise _unreadable("the stream has no message_start event")
+        if stop == "model_context_window_exceeded":
+            raise ContextOverflow(f"{PROVIDER}: stop reason model_context_window_exceeded")
+        calls = []
+        for index in sorted(tools):
+            call_id, name, parts, start = tools[index]
+            if parts:
+                arguments = _errors.tool_arguments(name, "".join(parts))
+            else:
+                arguments = start if isinstance(start, dict) else {}
+            calls.append(ToolCall(call_id, name, arguments))
+        text = "".join("".join(texts[index]) for index in sorted(texts))
+        input_tokens = sum(_int(usage.get(k)) for k in (
+            "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+        return ModelResponse(text, tuple(calls), Usage(input_tokens, _int(usage.get("output_tokens"))), stop)
+
+    def _stream_error(self, error: Any, hide: Sequence[str]) -> NoReturn:
+        """An ``error`` event in the middle of the stream: the same endings as the HTTP status it stands for."""
+        if not isinstance(error, dict):
+            error = {"message": str(error)}
+        raw = str(error.get("message") or "an error event without a message")
+        status = _errors.stream_error_status(error)
+        overflow = status == 413 or (status == 400 and _CONTEXT_TEXT.search(raw) is not None)
+        _errors.raise_for_stream_error(PROVIDER, self._provider.model, status, _errors.clean(raw, hide),
+                                       context_overflow=overflow)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def _unreadable(detail: str) -> EndingException:
+    return EndingException(Infrastructure("provider-api", f"{PROVIDER}: the response could not be read: {detail}",
+                                          True))

@@ -9,29 +9,34 @@ The API key is read per attempt from the attempt's secrets (``--secrets-file``),
 process environment, under ``OPENAI_API_KEY`` (or ``apiKeySecret``). It goes to the SDK as an
 argument only: never argv, never a transcript, never an ending (messages are scrubbed of it).
 
-Endings are decided here, from the SDK's typed exceptions (see :mod:`mst.providers._errors`).
-The only text read is OpenAI's own context-length signal: the error ``code``
-``context_length_exceeded``, or, for compatible servers that lack codes, the phrases they use
-for it in a 400's message. The SDK is imported when the first request is made, so ``mst --help``
-and mock-only evals never pay for it.
+Endings are decided here, from the SDK's typed exceptions (see :mod:`mst.providers._errors`),
+or, for an ``error`` event in the middle of a stream, from its ``code`` / ``type``. Streams are
+requested through the SDK (auth, retries, status errors) but decoded here with ``orjson``: the
+SDK's own stream builds a pydantic object per event, which costs more than the 2 ms budget of a
+turn. A connection that drops mid-stream is a ``network`` ending. The only text read is OpenAI's
+own context-length signal: the error ``code`` ``context_length_exceeded``, or, for compatible
+servers that lack codes, the phrases they use for it in a 400's message (or error event). The
+SDK is imported when the first request is made, so ``mst --help`` and mock-only evals never pay
+for it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import orjson
 
 from mst.endings import EndingException, Infrastructure
 from mst.providers import _errors
+from mst.providers._sse import sse_events
 from mst.providers.base import (
     AssistantMessage,
     AttemptContext,
     Message,
-    ModelOutputError,
     ModelRequest,
     ModelResponse,
     ToolCall,
@@ -86,19 +91,6 @@ def _messages(system: str | None, messages: Sequence[Message]) -> list[dict[str,
         elif isinstance(m, ToolResult):
             out.append({"role": "tool", "tool_call_id": m.call_id, "content": m.content})
     return out
-
-
-def _arguments(name: str, raw: str | None) -> Mapping[str, Any]:
-    """A tool call's arguments; text that is not a JSON object is the model's failure (client-error)."""
-    if not raw:
-        return {}
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise ModelOutputError(f"the model called {name!r} with arguments that are not JSON: {raw[:200]!r}") from None
-    if not isinstance(value, dict):
-        raise ModelOutputError(f"the model called {name!r} with arguments that are not a JSON object: {raw[:200]!r}")
-    return value
 
 
 class OpenAIProvider:
@@ -165,7 +157,7 @@ class OpenAISession:
         hide = (key, *self._secrets.values())
         try:
             if s.stream:
-                return await self._streamed(client, params)
+                return await self._streamed(client, params, hide)
             completion = await client.post("/chat/completions", cast_to=ChatCompletion, body=params)
         except openai.APIStatusError as exc:
             message = _errors.clean(str(exc.message), hide)
@@ -191,7 +183,7 @@ class OpenAISession:
                 "provider-api", f"{PROVIDER}: the response has no choices", True))
         answer = completion.choices[0].message
         calls = tuple(
-            ToolCall(c.id, c.function.name, _arguments(c.function.name, c.function.arguments))
+            ToolCall(c.id, c.function.name, _errors.tool_arguments(c.function.name, c.function.arguments))
             for c in (answer.tool_calls or ()) if c.type == "function"
         )
         usage = completion.usage
@@ -201,41 +193,97 @@ class OpenAISession:
             completion.choices[0].finish_reason,
         )
 
-    async def _streamed(self, client: AsyncOpenAI, params: dict[str, Any]) -> ModelResponse:
-        import httpx2
-        from openai import AsyncStream
-        from openai.types.chat import ChatCompletion, ChatCompletionChunk
+    async def _streamed(self, client: AsyncOpenAI, params: dict[str, Any], hide: Sequence[str]) -> ModelResponse:
+        """One streamed completion: the SDK sends the request, the events are decoded here.
 
+        The SDK's own stream builds a pydantic ``ChatCompletionChunk`` per event (several ms a turn
+        at a token or two per event), so the SDK returns the raw ``httpx2`` response instead (its
+        retries and status errors have run by then) and each ``data:`` line is read with ``orjson``.
+        """
+        import httpx2
+
+        response = await client.post(
+            "/chat/completions", cast_to=httpx2.Response, stream=True,
+            body={**params, "stream": True, "stream_options": {"include_usage": True}})
         text: list[str] = []
         calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
         usage = Usage()
         finish: str | None = None
+        done = False
         try:
-            stream = await client.post(
-                "/chat/completions", cast_to=ChatCompletion, stream=True, stream_cls=AsyncStream[ChatCompletionChunk],
-                body={**params, "stream": True, "stream_options": {"include_usage": True}})
-            async with stream:
-                async for chunk in stream:
-                    if chunk.usage is not None:
-                        usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-                    for choice in chunk.choices[:1]:
-                        delta = choice.delta
-                        if delta.content:
-                            text.append(delta.content)
-                        for tc in delta.tool_calls or ():
-                            slot = calls.setdefault(tc.index, ["", "", ""])
-                            if tc.id:
-                                slot[0] = tc.id
-                            if tc.function is not None:
-                                slot[1] += tc.function.name or ""
-                                slot[2] += tc.function.arguments or ""
-                        if choice.finish_reason:
-                            finish = choice.finish_reason
+            async with contextlib.aclosing(response.aiter_bytes()) as chunks, \
+                    contextlib.aclosing(sse_events(chunks)) as events:
+                async for _event, data in events:
+                    if done:
+                        continue  # read to the end of the body, so the connection can be reused
+                    if data.startswith(b"[DONE]"):
+                        done = True
+                        continue
+                    try:
+                        chunk = orjson.loads(data)
+                    except orjson.JSONDecodeError:
+                        raise _unreadable(f"an event is not JSON: {data[:200]!r}") from None
+                    if not isinstance(chunk, dict):
+                        raise _unreadable(f"an event is not a JSON object: {data[:200]!r}")
+                    error = chunk.get("error")
+                    if error:
+                        self._stream_error(error, hide)
+                    u = chunk.get("usage")
+                    if u:
+                        usage = Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
+                    for choice in chunk.get("choices") or ():
+                        if choice.get("index", 0) != 0:
+                            continue
+                        delta = choice.get("delta") or {}
+                        content = delta.get("content")
+                        if content:
+                            text.append(content)
+                        for tc in delta.get("tool_calls") or ():
+                            index = tc.get("index")
+                            if not isinstance(index, int):  # some compatible servers leave it out
+                                last = max(calls, default=-1)
+                                index = last + 1 if tc.get("id") or last < 0 else last
+                            slot = calls.get(index)
+                            if slot is None:
+                                slot = calls[index] = ["", "", ""]
+                            if tc.get("id"):
+                                slot[0] = tc["id"]
+                            function = tc.get("function")
+                            if function:
+                                slot[1] += function.get("name") or ""
+                                slot[2] += function.get("arguments") or ""
+                        if choice.get("finish_reason"):
+                            finish = choice["finish_reason"]
+        except (AttributeError, TypeError) as exc:  # an event of the wrong shape (a list for an object, ...)
+            raise _unreadable(f"an event has an unexpected shape: {exc}") from None
+        except httpx2.TimeoutException:
+            seconds = self._provider.settings.timeoutSeconds
+            raise _errors.network(PROVIDER, "read timeout", f"the stream stalled for {seconds:g} s") from None
         except (httpx2.TransportError, httpx2.StreamError) as exc:
-            # A drop mid-stream is not wrapped by the SDK (its retries only cover the request).
+            # A drop mid-stream: the SDK's retries only cover the request.
             raise _errors.network(PROVIDER, "the stream broke", f"{type(exc).__name__}: {exc}") from None
+        finally:
+            await response.aclose()
+        if not done and finish is None:
+            raise _errors.network(PROVIDER, "the stream broke", "the response ended before its last event")
         tool_calls = tuple(
-            ToolCall(slot[0] or f"call_{index}", slot[1], _arguments(slot[1], slot[2]))
+            ToolCall(slot[0] or f"call_{index}", slot[1], _errors.tool_arguments(slot[1], slot[2]))
             for index, slot in sorted(calls.items())
         )
         return ModelResponse("".join(text), tool_calls, usage, finish)
+
+    def _stream_error(self, error: Any, hide: Sequence[str]) -> NoReturn:
+        """An error event in the middle of the stream: the same endings as the HTTP status it stands for."""
+        if not isinstance(error, dict):
+            error = {"message": str(error)}
+        raw = str(error.get("message") or "an error event without a message")
+        message = _errors.clean(raw, hide)
+        status = _errors.stream_error_status(error)
+        overflow = error.get("code") == "context_length_exceeded" or (
+            status in (400, 413) and _CONTEXT_TEXT.search(raw) is not None)
+        _errors.raise_for_stream_error(PROVIDER, self._provider.model, status, message, context_overflow=overflow)
+
+
+def _unreadable(detail: str) -> EndingException:
+    return EndingException(Infrastructure("provider-api", f"{PROVIDER}: the response could not be read: {detail}",
+                                          True))
