@@ -47,7 +47,21 @@ def _handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """The optional command groups (mst._cli_graders pulls in the graders and rich) are imported
+    only when a command needs them, so `mst --version` and `mst run` do not pay for them."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        _attach_optional_groups()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            _attach_optional_groups()
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="mst")
 def main() -> None:
     """Evaluate AI agents and clients on eval cases, with honest statistics."""
@@ -84,9 +98,12 @@ def schema() -> None:
 @click.option("--concurrency", type=click.IntRange(1), help="Attempts at once (overrides the eval).")
 @click.option("--secrets-file", type=click.Path(path_type=Path), help="A dotenv file of keys for clients and judges.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of tables.")
+@click.option("--runner", help="Run shards on this runner: process, ray, command, or a plugin.")
+@click.option("--runner-option", "runner_options", multiple=True, metavar="KEY=VALUE",
+              help="A runner option (repeatable): shards=N, keep=true, or the runner's own.")
 @_handle_errors
 def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concurrency: int | None,
-        secrets_file: Path | None, as_json: bool) -> None:
+        secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...]) -> None:
     """Collect and grade an eval (TARGET = eval file), or resume a run (--resume TARGET = run dir)."""
     from mst import pipeline
     from mst.report.terminal import RichProgress, print_summary
@@ -95,11 +112,14 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
     with RichProgress(enabled=not as_json) as progress:
         if resume:
             outcome = pipeline.resume_run(resolve_run_dir(target), concurrency=concurrency,
-                                          secrets_file=secrets_file, progress=progress)
+                                          secrets_file=secrets_file, progress=progress, runner=runner,
+                                          runner_options=runner_options)
         else:
             outcome = pipeline.run_eval(target, runs_dir=runs_dir, no_grade=no_grade, concurrency=concurrency,
-                                        secrets_file=secrets_file, progress=progress)
+                                        secrets_file=secrets_file, progress=progress, runner=runner,
+                                        runner_options=runner_options)
     print_summary(outcome.run, outcome.summary, as_json=as_json)
+    _print_notes(outcome.notes)
     sys.exit(outcome.exit_code)
 
 
@@ -110,9 +130,12 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
 @click.option("--runs-dir", type=click.Path(path_type=Path), help="Where the regrade is written.")
 @click.option("--secrets-file", type=click.Path(path_type=Path), help="A dotenv file of keys for judges.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of tables.")
+@click.option("--runner", help="Run shards on this runner: process, ray, command, or a plugin.")
+@click.option("--runner-option", "runner_options", multiple=True, metavar="KEY=VALUE",
+              help="A runner option (repeatable): shards=N, keep=true, or the runner's own.")
 @_handle_errors
 def grade(run_dir: Path, resume: bool, eval_file: Path | None, runs_dir: Path | None,
-          secrets_file: Path | None, as_json: bool) -> None:
+          secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...]) -> None:
     """Regrade a stored run into a new run (regradeOf), without collecting again."""
     from mst import pipeline
     from mst.report.terminal import RichProgress, print_summary
@@ -120,12 +143,46 @@ def grade(run_dir: Path, resume: bool, eval_file: Path | None, runs_dir: Path | 
 
     with RichProgress(enabled=not as_json) as progress:
         outcome = pipeline.grade(resolve_run_dir(run_dir), eval_path=eval_file, resume=resume,
-                                 runs_dir=runs_dir, secrets_file=secrets_file, progress=progress)
+                                 runs_dir=runs_dir, secrets_file=secrets_file, progress=progress,
+                                 runner=runner, runner_options=runner_options)
     print_summary(outcome.run, outcome.summary, as_json=as_json)
+    _print_notes(outcome.notes)
     sys.exit(outcome.exit_code)
 
 
+def _print_notes(notes: list[str]) -> None:
+    for note in notes:
+        click.secho(f"error: {note}", fg="red", err=True)
+
+
+@main.command("collect", hidden=True)
+@click.option("--bundle", required=True, help="The collect bundle's directory, or - (through the channel).")
+@click.option("--results", required=True, help="Where results go, or - (through the channel).")
+def collect_shard(bundle: str, results: str) -> None:
+    """A collect shard's worker: speaks mst.shard/v1 on stdin/stdout."""
+    from mst.runners.worker import main as run_worker
+
+    run_worker("collect", bundle, results)
+
+
+@main.command("grade-shard", hidden=True)
+@click.option("--bundle", required=True, help="The grade bundle's directory, or - (through the channel).")
+@click.option("--results", required=True, help="Where results go, or - (through the channel).")
+def grade_shard(bundle: str, results: str) -> None:
+    """A grade shard's worker: speaks mst.shard/v1 on stdin/stdout."""
+    from mst.runners.worker import main as run_worker
+
+    run_worker("grade", bundle, results)
+
+
+_optional_attached = False
+
+
 def _attach_optional_groups() -> None:
+    global _optional_attached
+    if _optional_attached:
+        return
+    _optional_attached = True
     try:
         from mst._cli_graders import experiments, graders
     except ModuleNotFoundError:
@@ -133,6 +190,3 @@ def _attach_optional_groups() -> None:
 
     main.add_command(graders)
     main.add_command(experiments)
-
-
-_attach_optional_groups()

@@ -1,0 +1,248 @@
+"""The coordinator's side of shards: start them over a runner, speak the protocol, watch them.
+
+For each shard it starts a worker, sends the bundle when the runner has no shared disk, checks
+the worker's ``hello`` (its mst and plugin versions must equal ours, or the shard fails before
+it is given its tokens, so before any judge or client runs), answers ``need-tokens``, copies
+result files back as each ``trial`` / ``graded`` arrives (through ``on_result``), and notices a
+worker that ends early, never says hello, or stops heartbeating. A Ctrl-C sends ``cancel`` to
+every worker, which finishes the case under way and stops; a second one ends them at once.
+"""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mst import __version__
+from mst.runners.base import Runner, ShardSpec, ShardWorker
+from mst.runners.bundle import pack
+from mst.runners.protocol import (
+    BundleMessage,
+    Cancel,
+    Done,
+    Graded,
+    Hello,
+    NeedTokens,
+    PluginVersion,
+    Tokens,
+    TrialDone,
+    WorkerError,
+    encode,
+    parse_worker,
+)
+
+HEARTBEATS_MISSED = 6
+
+
+@dataclass
+class Shard:
+    spec: ShardSpec
+    plugins: list[PluginVersion]  # what the bundle needs, at the coordinator's versions
+    worker: ShardWorker | None = None
+    hello: Hello | None = None
+    done: Done | None = None
+    error: str | None = None
+    ended: bool = False
+    started: float = 0.0
+    last_seen: float = 0.0
+    noise: list[str] = field(default_factory=list)
+    hello_ms: float | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.spec.work} shard {self.spec.index + 1}"
+
+    def describe(self) -> dict[str, Any]:
+        """The shard as run.json records it: its machine, and why it failed if it did."""
+        out: dict[str, Any] = {"shard": self.spec.index + 1,
+                               "machine": self.hello.machine.model_dump() if self.hello else None}
+        if self.hello_ms is not None:
+            out["helloMs"] = self.hello_ms  # start to hello: what a shard costs before it works
+        if self.done is not None:
+            out.update(self.done.model_dump(exclude={"type"}))
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+OnResult = Callable[[Shard, TrialDone | Graded], None]
+
+
+class Coordinator:
+    """Runs shards over one opened runner; ``workdir`` holds each shard's bundle and results."""
+
+    def __init__(self, runner: Runner, secrets: dict[str, str], workdir: Path) -> None:
+        self.runner = runner
+        self.secrets = secrets
+        self.workdir = workdir
+        self._events: queue.Queue[tuple[int, str | None]] = queue.Queue()
+
+    def run(self, shards: list[Shard], on_result: OnResult) -> bool:
+        """Run every shard to its end; True when a Ctrl-C cancelled them."""
+        with _interrupts() as interrupts:
+            for i, shard in enumerate(shards):
+                if not interrupts:
+                    self._start(i, shard)
+                else:
+                    shard.ended, shard.error = True, f"{shard.label}: not started (interrupted)"
+            cancelled = 0
+            while not all(s.ended for s in shards):
+                self._step(shards, on_result)
+                if len(interrupts) > cancelled:  # checked between messages: never mid-copy
+                    cancelled = len(interrupts)
+                    self._cancel_all(shards)
+                    if cancelled > 1:
+                        for shard in shards:
+                            self._fail(shard, f"{shard.label}: stopped by a second Ctrl-C")
+        for shard in shards:  # reap: each has said done or failed, so it is exiting
+            if shard.worker is not None and shard.worker.wait(10) is None:
+                shard.worker.stop()
+        return bool(interrupts)
+
+    def _start(self, i: int, shard: Shard) -> None:
+        shard.started = shard.last_seen = time.monotonic()
+        folder = self.workdir / f"shard-{shard.spec.index + 1}"
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            worker = self.runner.start(shard.spec, folder)
+        except Exception as exc:
+            shard.error = f"{shard.label}: the runner could not start it: {type(exc).__name__}: {exc}"
+            shard.ended = True
+            return
+        shard.worker = worker
+        threading.Thread(target=self._read, args=(i, worker), name=f"mst-shard-{i + 1}", daemon=True).start()
+        if not self.runner.shared_disk:
+            worker.channel.send(encode(BundleMessage(archive=pack(shard.spec.bundle))))
+
+    def _read(self, i: int, worker: ShardWorker) -> None:
+        try:
+            for line in worker.channel.lines():
+                self._events.put((i, line))
+        finally:
+            self._events.put((i, None))
+
+    def _step(self, shards: list[Shard], on_result: OnResult) -> None:
+        try:
+            i, line = self._events.get(timeout=0.2)
+        except queue.Empty:
+            self._check_time(shards)
+            return
+        shard = shards[i]
+        shard.last_seen = time.monotonic()
+        if line is None:
+            self._ended(shard)
+        else:
+            self._handle(shard, line, on_result)
+        self._check_time(shards)
+
+    def _handle(self, shard: Shard, line: str, on_result: OnResult) -> None:
+        try:
+            message = parse_worker(line)
+        except ValueError:
+            shard.noise = [*shard.noise[-19:], line[:500]]  # a launcher's banner, say: not ours
+            return
+        if shard.error is not None or shard.worker is None:
+            return
+        if isinstance(message, Hello):
+            shard.hello = message
+            shard.hello_ms = round((time.monotonic() - shard.started) * 1000, 1)
+            mismatch = _mismatch(message, shard.plugins)
+            if mismatch:
+                self._fail(shard, f"{shard.label}: {mismatch}; it was stopped before any judge or client ran")
+        elif isinstance(message, NeedTokens):
+            if shard.hello is not None:
+                shard.worker.channel.send(encode(Tokens(secrets=self.secrets)))
+        elif isinstance(message, TrialDone | Graded):
+            try:
+                on_result(shard, message)
+            except Exception as exc:  # a result this side cannot take fails its shard, not the run
+                self._fail(shard, f"{shard.label}: a result could not be taken back: {type(exc).__name__}: {exc}")
+        elif isinstance(message, WorkerError):
+            self._fail(shard, f"{shard.label}: the worker failed: {message.message}")
+        elif isinstance(message, Done):
+            shard.done = message
+            shard.worker.channel.close()
+
+    def _ended(self, shard: Shard) -> None:
+        shard.ended = True
+        if shard.done is None and shard.error is None:
+            code = shard.worker.wait(5) if shard.worker else None
+            shard.error = f"{shard.label}: the worker ended before it was done (exit code {code}){_tail(shard)}"
+
+    def _check_time(self, shards: list[Shard]) -> None:
+        now = time.monotonic()
+        options = self.runner.options
+        for shard in shards:
+            if shard.ended or shard.error is not None:
+                continue
+            if shard.hello is None and now - shard.started > options.hello_timeout:
+                self._fail(shard, f"{shard.label}: the worker did not say hello within {options.hello_timeout:g}s "
+                                  f"(is mst installed where runner {self.runner.name!r} starts it?){_tail(shard)}")
+            elif shard.hello is not None and now - shard.last_seen > HEARTBEATS_MISSED * options.heartbeat:
+                self._fail(shard, f"{shard.label}: lost: no heartbeat for {now - shard.last_seen:.0f}s")
+
+    def _fail(self, shard: Shard, why: str) -> None:
+        if shard.error is None:
+            shard.error = why
+        if shard.worker is not None and not shard.ended:
+            shard.worker.channel.send(encode(Cancel()))
+            if shard.worker.wait(1) is None:  # a worker not yet working stops on cancel; others are ended
+                shard.worker.stop()
+
+    def _cancel_all(self, shards: list[Shard]) -> None:
+        for shard in shards:
+            if shard.worker is not None and not shard.ended:
+                shard.worker.channel.send(encode(Cancel()))
+
+
+@contextmanager
+def _interrupts() -> Iterator[list[int]]:
+    """Ctrl-C while shards run is noted (the list grows), not raised, so no copy is cut short."""
+    noted: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _mismatch(hello: Hello, wanted: list[PluginVersion]) -> str | None:
+    if hello.mst_version != __version__:
+        return f"the worker runs mst {hello.mst_version}, the coordinator mst {__version__}"
+    have = {(p.group, p.name): p.dist for p in hello.plugins}
+    for plugin in wanted:
+        got = have.get((plugin.group, plugin.name))
+        if got != plugin.dist:
+            return (f"plugin {plugin.group}:{plugin.name} is {got or 'not installed'} on the worker, "
+                    f"{plugin.dist} on the coordinator")
+    return None
+
+
+def _tail(shard: Shard) -> str:
+    lines: list[str] = []
+    log = shard.worker.log if shard.worker else None
+    if log is not None and log.is_file():
+        lines = log.read_text(errors="replace").strip().splitlines()[-3:]
+    lines += shard.noise[-2:]
+    return ("; last output: " + " | ".join(lines)) if lines else ""
+
+
+def make_workdir(work: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"mst-{work}-shards-"))
+
+
+def remove_workdir(path: Path, keep: bool) -> None:
+    if not keep:
+        shutil.rmtree(path, ignore_errors=True)

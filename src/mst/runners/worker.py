@@ -1,0 +1,313 @@
+"""The hidden worker commands' bodies: ``mst collect`` and ``mst grade-shard``.
+
+A worker reads its bundle, says ``hello``, asks for its tokens, then runs the same code a local
+run does — the :class:`~mst.collect.Collector` for a collect shard, :func:`grade_run` (so
+``grade_trial``, ``compare_pairwise`` and the graders) for a grade shard — and sends each
+result as it is made. It adds transport only.
+
+The channel is the process's stdout, so fd 1 is moved aside first and everything else that
+writes to stdout (a judge's print, a child process) lands on stderr instead of corrupting it.
+Secrets live in this process's environment only, and every line sent back, on the channel or
+on stderr, is redacted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import queue
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import orjson
+
+from mst import __version__
+from mst.grading import LiveSource
+from mst.grading.recorded import RecordingSource
+from mst.grading_phase import GradePlan, grade_run
+from mst.progress import Silent
+from mst.runners.base import INLINE, Work
+from mst.runners.bundle import (
+    RUN_DIR,
+    Bundle,
+    file_data,
+    grade_plan_keep,
+    installed_dist,
+    read_bundle,
+    resolved_from,
+    unpack,
+)
+from mst.runners.protocol import (
+    BundleMessage,
+    Cancel,
+    CoordinatorMessage,
+    Done,
+    FileRef,
+    Graded,
+    Heartbeat,
+    Hello,
+    Machine,
+    NeedTokens,
+    PairKey,
+    PluginVersion,
+    Tokens,
+    TrialDone,
+    TrialKey,
+    WorkerError,
+    message_data,
+    parse_coordinator,
+)
+from mst.runs.files import atomic_write_json
+from mst.runs.run import open_run
+from mst.session.redact import NO_REDACTION, Redactor
+
+if TYPE_CHECKING:
+    from mst.collect import AttemptSpec
+
+
+class Wire:
+    """The worker's end of the channel: redacted lines out, parsed messages in."""
+
+    def __init__(self) -> None:
+        self._out = os.fdopen(os.dup(1), "wb", buffering=0)
+        os.dup2(2, 1)  # stdout now reaches stderr: nothing but protocol lines enter the channel
+        self._lock = threading.Lock()
+        self.redactor = NO_REDACTION
+        self.cancel = threading.Event()
+        self._inbox: queue.Queue[CoordinatorMessage | None] = queue.Queue()
+        threading.Thread(target=self._read, name="mst-channel-in", daemon=True).start()
+
+    def send(self, message: Any) -> None:
+        line = orjson.dumps(self.redactor.value(message_data(message))).decode()
+        data = self.redactor.text(line).encode() + b"\n"
+        with self._lock:
+            self._out.write(data)
+
+    def _read(self) -> None:
+        for raw in sys.stdin.buffer:
+            try:
+                message = parse_coordinator(raw.decode("utf-8", "replace"))
+            except ValueError as exc:
+                print(f"mst worker: ignoring a line that is not mst.shard/v1: {exc}", file=sys.stderr)
+                continue
+            if isinstance(message, Cancel):
+                self.cancel.set()
+            self._inbox.put(message)
+        self.cancel.set()  # the coordinator is gone: finish the case under way and stop
+        self._inbox.put(None)
+
+    def expect(self, kind: type[BundleMessage] | type[Tokens]) -> Any:
+        """The next message of ``kind``; None when the coordinator cancels or goes away first."""
+        while True:
+            message = self._inbox.get()
+            if message is None or isinstance(message, Cancel):
+                return None
+            if isinstance(message, kind):
+                return message
+
+
+def main(work: Work, bundle_arg: str, results_arg: str) -> NoReturn:
+    """Run a worker, then leave at once: the channel reader may still be blocked on stdin, and an
+    interpreter shutting down around a thread blocked in a read aborts instead of exiting."""
+    code = run_worker(work, bundle_arg, results_arg)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def run_worker(work: Work, bundle_arg: str, results_arg: str) -> int:
+    """The whole life of a worker; its exit code (0 once it said ``done``)."""
+    wire = Wire()
+    # Beside the results when they are on this disk, so a killed worker's leftovers go with its shard.
+    near = None if results_arg == INLINE else Path(results_arg).parent
+    scratch = Path(tempfile.mkdtemp(prefix="mst-worker-", dir=near))
+    try:
+        bundle_dir = _bundle_dir(wire, bundle_arg, scratch)
+        if bundle_dir is None:
+            return 1
+        inline = results_arg == INLINE
+        results = scratch / "results" if inline else Path(results_arg)
+        results.mkdir(parents=True, exist_ok=True)
+        bundle = read_bundle(bundle_dir)
+        wire.send(_hello(bundle))
+        wire.send(NeedTokens())
+        tokens = wire.expect(Tokens)
+        if tokens is None:  # cancelled before any work: a mismatch, or a Ctrl-C on the coordinator
+            wire.send(Done())
+            return 0
+        secrets = dict(tokens.secrets)
+        os.environ.update(secrets)  # judges and clients read their keys here, and only here
+        wire.redactor = Redactor(secrets.values(), bundle.config.get("redact") or [])
+        restore = _redact_stderr(wire.redactor)
+        stop_beats = _heartbeats(wire, bundle.heartbeat_seconds)
+        try:
+            body = _collect if work == "collect" else _grade
+            wire.send(body(wire, bundle, bundle_dir, results, secrets, inline))
+        finally:
+            stop_beats()
+            restore()
+        return 0
+    except Exception as exc:
+        sys.stderr.write(wire.redactor.text(traceback.format_exc()))  # stderr is no longer the redacting pipe
+        wire.send(WorkerError(message=f"{type(exc).__name__}: {exc}"))
+        return 1
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _bundle_dir(wire: Wire, bundle_arg: str, scratch: Path) -> Path | None:
+    if bundle_arg != INLINE:
+        return Path(bundle_arg)
+    message = wire.expect(BundleMessage)
+    if message is None:
+        return None
+    unpack(message.archive, scratch / "bundle")
+    return scratch / "bundle"
+
+
+def _hello(bundle: Bundle) -> Hello:
+    plugins = [PluginVersion(group=p.group, name=p.name, dist=installed_dist(p.group, p.name))
+               for p in bundle.plugins]
+    machine = Machine(hostname=socket.gethostname(), platform=platform.platform(),
+                      python=platform.python_version(), cpus=os.cpu_count() or 1)
+    return Hello(mstVersion=__version__, plugins=plugins, machine=machine)
+
+
+def _heartbeats(wire: Wire, every: float) -> Callable[[], None]:
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            wire.send(Heartbeat())
+
+    threading.Thread(target=beat, name="mst-heartbeat", daemon=True).start()
+    return stop.set
+
+
+def _redact_stderr(redactor: Redactor) -> Callable[[], None]:
+    """Route fds 1 and 2 through a redacting pipe, so no log line carries a secret."""
+    if not redactor.active:
+        return lambda: None
+    real = os.dup(2)
+    read_end, write_end = os.pipe()
+    sys.stderr.flush()
+    os.dup2(write_end, 2)
+    os.dup2(write_end, 1)
+    os.close(write_end)
+
+    def pump() -> None:
+        with os.fdopen(read_end, "rb") as src:
+            for line in src:
+                os.write(real, redactor.text(line.decode("utf-8", "replace")).encode())
+
+    thread = threading.Thread(target=pump, name="mst-stderr", daemon=True)
+    thread.start()
+
+    def restore() -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(real, 1)
+        os.dup2(real, 2)
+        thread.join(timeout=2)
+
+    return restore
+
+
+def _ref(results: Path, rel: str, inline: bool) -> FileRef:
+    return FileRef(path=rel, data=file_data(results / rel) if inline else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Collect
+
+
+def _collect(wire: Wire, bundle: Bundle, bundle_dir: Path, results: Path, secrets: dict[str, str],
+             inline: bool) -> Done:
+    from mst.collect import AttemptSpec, Collector  # a grade worker never imports a client
+
+    resolved = resolved_from(bundle, bundle_dir)
+    variants = {v.id: v for v in resolved.variants}
+    cases = {c.id: c for c in resolved.cases}
+    specs = [AttemptSpec(variants[v], cases[c], t, attempt) for v, c, t, attempt in bundle.attempts]
+    collected = 0
+
+    def on_attempt(record: dict[str, Any]) -> None:
+        nonlocal collected
+        files = [record["transcript"]]
+        if record.get("artifacts"):
+            folder = results / record["artifacts"]
+            files += [str(f.relative_to(results)) for f in sorted(folder.rglob("*")) if f.is_file()]
+        key = TrialKey(variant=record["variant"], case=record["case"], trial=record["trial"])
+        wire.send(TrialDone(key=key, record=record, files=[_ref(results, f, inline) for f in files]))
+        collected += 1
+
+    collector = Collector(resolved, results, secrets=secrets, redactor=wire.redactor, on_attempt=on_attempt,
+                          concurrency=bundle.concurrency)
+    asyncio.run(collector.run(_until_cancelled(wire, specs)))
+    return Done(collected=collected)
+
+
+def _until_cancelled(wire: Wire, specs: list[AttemptSpec]) -> Iterator[AttemptSpec]:
+    """Specs in order; after a cancel, the case under way is finished and no other started."""
+    current: str | None = None
+    for spec in specs:
+        if spec.case.id != current:
+            if wire.cancel.is_set():
+                return
+            current = spec.case.id
+        yield spec
+
+
+# ---------------------------------------------------------------------------------------------
+# Grade
+
+
+def _grade(wire: Wire, bundle: Bundle, bundle_dir: Path, results: Path, secrets: dict[str, str],
+           inline: bool) -> Done:
+    assert bundle.grade is not None
+    resolved = resolved_from(bundle, bundle_dir)
+    root = results / RUN_DIR
+    shutil.copytree(bundle_dir / RUN_DIR, root, copy_function=_link, dirs_exist_ok=True)
+    run = open_run(root)
+    keep = grade_plan_keep(bundle.grade)
+    source = RecordingSource(LiveSource(resolved.base_dir))
+    counts = {"graded": 0, "failed": 0}
+
+    def on_record(record: dict[str, Any]) -> None:
+        calls = source.drain()
+        if record.get("kind") == "pairwise":
+            pair = PairKey(candidate=record["candidate"], case=record["case"])
+            key: TrialKey | PairKey = pair
+            rel, ok = f"records/pairwise/{pair.candidate}/{pair.case}.json", not record["errors"]
+        else:
+            trial = TrialKey(variant=record["variant"], case=record["case"], trial=record["trial"])
+            key = trial
+            rel, ok = f"records/trial/{trial.variant}/{trial.case}/{trial.trial}.json", record["status"] == "graded"
+        atomic_write_json(results / rel, wire.redactor.value({"record": record, "calls": calls}), fsync=False)
+        counts["graded" if ok else "failed"] += 1
+        wire.send(Graded(key=key, status="graded" if ok else "failed", files=[_ref(results, rel, inline)]))
+
+    for case in bundle.cases:  # case by case, so a cancel lets the case under way finish
+        if wire.cancel.is_set():
+            break
+        plan = GradePlan(trials=[k for k in bundle.grade.trials if k[1] == case.id],
+                         keep={k: v for k, v in keep.items() if k[1] == case.id},
+                         pairs=[p for p in bundle.grade.pairs if p[1] == case.id])
+        if plan.trials or plan.pairs:
+            grade_run(run, resolved, plan, secrets=secrets, progress=Silent(), source=source, on_record=on_record)
+    return Done(graded=counts["graded"], failed=counts["failed"])
+
+
+def _link(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)

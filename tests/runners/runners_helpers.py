@@ -1,0 +1,153 @@
+"""Shared pieces of the runner tests: evals whose judges leave evidence, and run comparison."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+from tests.helpers import basic_eval, mock_variant, run_cli, write_eval
+
+# A judge that records every call (start and end, with the grading process's pid) in calls.log in
+# the test's directory (options["dir"]: a worker imports the judge from its bundle, not from
+# there), and can be told to block (a file "block-<case>") so a test can act mid-shard.
+JUDGES = '''
+import os, time
+from pathlib import Path
+
+def _log(here, word, trial):
+    with open(Path(here) / "calls.log", "a") as fh:
+        fh.write(f"{word} {trial.variant}/{trial.case_id}/{trial.trial} {os.getpid()}\\n")
+
+def counted(trial, options):
+    here = options["dir"]
+    _log(here, "start", trial)
+    block = Path(here) / f"block-{trial.case_id}"
+    while block.exists():
+        time.sleep(0.05)
+    time.sleep(float(options.get("sleep", 0)))
+    key = os.environ.get("JUDGE_KEY")
+    print(f"judge sees key={key}", flush=True)  # in a worker: stdout is moved to its (redacted) log
+    _log(here, "end", trial)
+    return trial.answer is not None, f"answer {trial.answer} key={key}"
+
+def prefer(case, a, b):
+    return "A" if a.variant == "cand" else "tie"
+'''
+
+
+def judged_eval(tmp: Path, *, cases: int = 6, trials: int = 2, sleep: float = 0.0, pairwise: bool = True,
+                **overrides: Any) -> Path:
+    (tmp / "judges.py").write_text(JUDGES)
+    doc = basic_eval(
+        trials=trials,
+        cases=[{"id": f"c{i}", "prompt": f"say {i}", "expected": str(i)} for i in range(cases)],
+        variants=[mock_variant("base", baseline=True), mock_variant("cand")],
+        judges=[{"id": "counted", "code": "judges:counted", "options": {"sleep": sleep, "dir": str(tmp)}}],
+        **({"pairwise": {"code": "judges:prefer"}} if pairwise else {}),
+    )
+    doc.update(overrides)
+    return write_eval(tmp, doc)
+
+
+def collected_run(tmp: Path, eval_path: Path) -> Path:
+    """Collect (no grading) into tmp/runs and return the run directory."""
+    proc = run_cli("run", str(eval_path), "--runs-dir", "runs", "--no-grade", cwd=tmp)
+    assert proc.returncode == 3, proc.stderr  # ungraded trials: incomplete by design
+    (run,) = [p for p in (tmp / "runs").iterdir() if p.is_dir()]
+    return run
+
+
+def new_run(runs: Path, before: set[Path]) -> Path:
+    (created,) = {p for p in runs.iterdir() if p.is_dir()} - before
+    return created
+
+
+def calls(tmp: Path, word: str = "end") -> list[str]:
+    log = tmp / "calls.log"
+    if not log.exists():
+        return []
+    return [line.split()[1] for line in log.read_text().splitlines() if line.startswith(word + " ")]
+
+
+# --- comparing two runs -------------------------------------------------------------------------
+#
+# What legitimately differs between a local and a sharded run of the same work, and is ignored:
+#   * the run's own id: the directory name, run.json "id", the "run" field of results/summary/
+#     comparisons, and latest.json's pointer (each run is a new directory);
+#   * wall-clock fields: createdAt/updatedAt, durationMs/meanDurationMs (how long a judge or an
+#     attempt took), transcript event timestampMs (when it happened within its attempt), and the
+#     execution-duration grader's value, which is an attempt's wall-clock time (collecting only:
+#     a regrade reads the same transcripts, so there it is compared too);
+#   * where the work ran: run.json "runner" (collecting) and "grading.runner" (grading).
+# Everything else — every verdict, reason, usage, preference, status, phase, ordering, and every
+# file's presence — must be byte-identical after that.
+
+TIME_KEYS = {"createdAt", "updatedAt", "durationMs", "meanDurationMs", "timestampMs"}
+WALL_CLOCK_GRADER = "execution-duration"
+
+
+def _scrub(value: Any, run_id: str, *, clock: bool = False) -> Any:
+    if isinstance(value, dict):
+        if clock and value.get("id") == WALL_CLOCK_GRADER:
+            return {"id": WALL_CLOCK_GRADER}
+        return {k: _scrub(v, run_id, clock=clock) for k, v in value.items()
+                if k not in TIME_KEYS and not (clock and k == WALL_CLOCK_GRADER)}
+    if isinstance(value, list):
+        return [_scrub(v, run_id, clock=clock) for v in value]
+    if isinstance(value, str):
+        return value.replace(run_id, "<run>")
+    return value
+
+
+def normalized_run(root: Path, *, collected: bool = False) -> dict[str, Any]:
+    """Every file of a run, parsed and scrubbed of the fields above; the attempts journal sorted.
+
+    ``collected``: the two runs collected their own attempts, so wall-clock grader values differ.
+    """
+    out: dict[str, Any] = {}
+    run_id = root.name
+    for file in sorted(root.rglob("*")):
+        if not file.is_file():
+            continue
+        rel = str(file.relative_to(root))
+        raw = file.read_bytes()
+        if file.suffix == ".jsonl":
+            lines = [_scrub(orjson.loads(line), run_id, clock=collected) for line in raw.splitlines() if line.strip()]
+            out[rel] = sorted(orjson.dumps(x, option=orjson.OPT_SORT_KEYS) for x in lines) \
+                if rel == "attempts.jsonl" else lines  # collected in completion order, even locally
+        elif file.suffix == ".json":
+            data = _scrub(orjson.loads(raw), run_id, clock=collected)
+            if rel == "run.json":
+                data.pop("runner", None)
+                data.get("grading", {}).pop("runner", None)
+            out[rel] = data
+        else:
+            out[rel] = raw
+    return out
+
+
+def canary_free(paths: list[Path], canary: str) -> list[str]:
+    """Files under ``paths`` whose bytes contain ``canary``."""
+    found = []
+    for base in paths:
+        for file in [base] if base.is_file() else base.rglob("*"):
+            if file.is_file() and canary.encode() in file.read_bytes():
+                found.append(str(file))
+    return found
+
+
+def proc_leaks(canary: str) -> list[str]:
+    """Processes whose argv or environment hold ``canary`` (every process this user can read)."""
+    leaks = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        for part in ("cmdline", "environ"):
+            try:
+                data = Path(f"/proc/{pid}/{part}").read_bytes()
+            except OSError:
+                continue
+            if canary.encode() in data:
+                leaks.append(f"{pid}/{part}: {re.sub(rb'[^ -~]', b' ', data)[:200]!r}")
+    return leaks
