@@ -14,7 +14,7 @@ from mst.graders import (
     parse_metric_ref,
     validate_metric_refs,
 )
-from mst.graders.stats import betainc, t_quantile, t_two_sided_p
+from mst.statistics import betainc, t_cdf, t_quantile
 
 # --- references ---------------------------------------------------------------------------------
 
@@ -56,12 +56,12 @@ def test_opt_in_grader_not_configured_is_unknown() -> None:
 
 
 def test_t_distribution_values() -> None:
-    assert t_quantile(0.95, 1) == pytest.approx(12.706204736, rel=1e-9)
-    assert t_quantile(0.95, 2) == pytest.approx(4.302652730, rel=1e-9)
-    assert t_quantile(0.95, 10) == pytest.approx(2.228138852, rel=1e-9)
-    assert t_quantile(0.95, 10**6) == pytest.approx(1.959966, rel=1e-5)
+    assert t_quantile(0.975, 1) == pytest.approx(12.706204736, rel=1e-9)
+    assert t_quantile(0.975, 2) == pytest.approx(4.302652730, rel=1e-9)
+    assert t_quantile(0.975, 10) == pytest.approx(2.228138852, rel=1e-9)
+    assert t_quantile(0.975, 10**6) == pytest.approx(1.959966, rel=1e-5)
     # df = 2 has a closed form: P(|T| >= t) = 1 - t / sqrt(2 + t^2)
-    assert t_two_sided_p(3.0, 2) == pytest.approx(1 - 3 / math.sqrt(11), rel=1e-12)
+    assert 2 * t_cdf(-3.0, 2) == pytest.approx(1 - 3 / math.sqrt(11), rel=1e-12)
     assert betainc(2, 3, 0.4) == pytest.approx(0.5248, rel=1e-12)
 
 

@@ -9,21 +9,16 @@ import pytest
 
 from mst.runs.stats import (
     CaseTrials,
-    betainc,
     case_passes,
     case_status,
-    clustered_mean,
-    paired_difference,
     pass_at_k,
     pass_at_k_curve,
     pass_hat_k,
     pass_rate,
     preference_counts,
-    t_cdf,
-    t_quantile,
     variant_stats,
-    wilson_interval,
 )
+from mst.statistics import betainc, clustered_mean, paired_difference, t_cdf, t_quantile, wilson_interval
 
 # --- the t distribution ---------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from mst.graders.config import ID_PATTERN, GradersConfig
-from mst.graders.stats import Estimate, clustered_mean, paired_difference
+from mst.statistics import clustered_mean, paired_difference
 
 DEFAULT_MIN_SAMPLES: Final = 20
 _VALID_STATUSES: Final = frozenset({"pass", "fail"})
@@ -72,10 +72,10 @@ def valid_value(result: Mapping[str, Any]) -> float | None:
     return float(value)
 
 
-def _interval(est: Estimate | None) -> list[float] | None:
-    if est is None or est.low is None or est.high is None:
+def _interval(est: Mapping[str, Any] | None) -> list[float] | None:
+    if est is None or est.get("low") is None or est.get("high") is None:
         return None
-    return [est.low, est.high]
+    return [est["low"], est["high"]]
 
 
 @dataclass
@@ -111,17 +111,13 @@ def _metric_info(observations: Sequence[Observation], metric: str) -> tuple[str,
     return "higher", ""
 
 
-def _decide(diff: Estimate | None, direction: str, enough: bool, alpha: float) -> str:
+def _decide(diff: Mapping[str, Any] | None, direction: str, enough: bool, alpha: float) -> str:
     if not enough:
         return "insufficient"
-    if diff is None or diff.p_value is None or diff.p_value >= alpha or diff.value == 0.0:
+    if diff is None or diff.get("p") is None or diff["p"] >= alpha or not diff["mean"]:
         return "inconclusive"
-    favourable = diff.value > 0 if direction == "higher" else diff.value < 0
+    favourable = diff["mean"] > 0 if direction == "higher" else diff["mean"] < 0
     return "better" if favourable else "worse"
-
-
-def _case_mean(values: Sequence[float]) -> float:
-    return math.fsum(values) / len(values)
 
 
 def _arm_row(
@@ -137,7 +133,7 @@ def _arm_row(
         "n": n,
         "cases": len(arm.by_case),
         "excluded": arm.excluded,
-        "mean": mean.value if mean else None,
+        "mean": mean["mean"] if mean else None,
         "interval": _interval(mean),
         "difference": None,
         "decision": "baseline" if variant == baseline else "insufficient",
@@ -145,14 +141,13 @@ def _arm_row(
     if variant == baseline:
         return row
     paired = sorted(set(arm.by_case) & set(base.by_case))
-    diffs = [_case_mean(arm.by_case[c]) - _case_mean(base.by_case[c]) for c in paired]
-    diff = paired_difference(diffs, confidence) if diffs else None
+    diff = paired_difference(arm.by_case, base.by_case, confidence) if paired else None
     if diff is not None:
         row["difference"] = {
-            "value": diff.value,
+            "value": diff["mean"],
             "interval": _interval(diff),
-            "pValue": diff.p_value,
-            "pairedCases": len(paired),
+            "pValue": diff["p"],
+            "pairedCases": diff["cases"],
         }
     base_n = sum(len(v) for v in base.by_case.values())
     row["decision"] = _decide(diff, direction, min(n, base_n) >= min_samples, 1.0 - confidence)

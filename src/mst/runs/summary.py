@@ -14,7 +14,8 @@ from mst.config.resolved import ResolvedEval
 from mst.runs.files import atomic_write_json, atomic_write_json_list
 from mst.runs.layout import COMPARISONS_SCHEMA, RESULTS_SCHEMA, SUMMARY_SCHEMA
 from mst.runs.run import Run
-from mst.runs.stats import CaseTrials, clustered_mean, preference_counts, variant_stats
+from mst.runs.stats import CaseTrials, preference_counts, variant_stats
+from mst.statistics import clustered_mean
 
 
 def finalize(run: Run, resolved: ResolvedEval) -> dict[str, Any]:
