@@ -16,6 +16,7 @@ import orjson
 import yaml
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from mst.graders import (
@@ -70,7 +71,7 @@ def _dump(value: Any) -> None:
 
 @click.group("graders")
 def graders() -> None:
-    """Deterministic graders: replay them on a stored session."""
+    """Deterministic graders: replay them on a stored session; check operational-value scripts."""
 
 
 @graders.command("run")
@@ -117,7 +118,23 @@ def _print_results(results: list[dict[str, Any]], source: str) -> None:
         table.add_row(r["id"], r["status"], _fmt(r["value"]), r["unit"], _threshold(r))
     console.print(table)
     for r in results:
-        console.print(f"[bold]{r['id']}[/bold]: {r['message']}", highlight=False, markup=True)
+        console.print(f"[bold]{r['id']}[/bold]: {escape(r['message'])}", highlight=False, markup=True)
+
+
+@graders.command("check-shell")
+@click.argument("script", type=click.Path(path_type=Path))
+def graders_check_shell(script: Path) -> None:
+    """Analyze an operational-value Bash SCRIPT: accepted (exit 0), or each rejection (exit 2)."""
+    from mst.graders.custom.bash_check import analyze_shell
+
+    try:
+        source = script.read_bytes()
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        raise UserError(f"cannot read {script}: {exc.__class__.__name__}") from None
+    analysis = analyze_shell(source)
+    click.echo(f"{script}: {analysis.summary()}")
+    if not analysis.accepted:
+        raise SystemExit(2)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
+from tests.helpers import basic_eval, load, mock_variant, only_run, run_cli, write_eval
 
 from mst.cli import main
-from tests.helpers import basic_eval, load, mock_variant, only_run, run_cli, write_eval
 
 
 def _run(tmp_path: Path, **overrides: object) -> Path:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tests.helpers import load, only_run, run_cli
 
 from mst.cli import main
-from tests.helpers import load, only_run, run_cli
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "eval.yaml"
 

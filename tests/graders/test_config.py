@@ -182,11 +182,12 @@ def test_custom_grader_is_registered_with_a_source_digest_and_no_source_in_manif
     assert "return 1" not in repr(manifest)
 
 
-def test_custom_graders_are_not_executed_in_this_build() -> None:
+def test_custom_graders_run_in_the_isolated_runtime() -> None:
+    # The runtime itself is proven in tests/graders_custom; here only that run_graders uses it.
     config = parse_graders_config({"my-metric": {"script": "return 1"}})
     [r] = [r for r in run_graders([], config).results if r["id"] == "my-metric"]
-    assert r["status"] == "error" and r["value"] is None
-    assert r["message"] == "custom grader runtime not available in this build"
+    assert r["status"] == "pass" and r["value"] == 1.0
+    assert r["implementation"]["sourceDigest"].startswith("sha256:")
 
 
 # --- operational-value --------------------------------------------------------------------------
@@ -255,11 +256,10 @@ def test_operational_value_symlink_escape_is_rejected(tmp_path: Path) -> None:
     assert "outside the repository" in msg
 
 
-def test_operational_value_is_not_executed_in_this_build(tmp_path: Path) -> None:
+def test_operational_value_file_writes_fail_validation_and_never_run(tmp_path: Path) -> None:
     _script(tmp_path / "v.sh", "#!/bin/bash\ntouch SHOULD_NOT_EXIST\n")
-    config = parse_graders_config({"operational-value": {"run": "v.sh"}}, base_dir=tmp_path)
-    [r] = [r for r in run_graders([], config).results if r["id"] == "operational-value"]
-    assert r["status"] == "error" and r["value"] is None
+    [(path, msg)] = errors({"operational-value": {"run": "v.sh"}}, base_dir=tmp_path)
+    assert path == "graders.operational-value.run" and "line 2" in msg and "'touch' writes files" in msg
     assert not (tmp_path / "SHOULD_NOT_EXIST").exists()
 
 

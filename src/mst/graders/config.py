@@ -73,6 +73,7 @@ class GraderSpec:
     script: str | None = None
     run: str | None = None
     source_digest: str | None = None
+    run_source: str | None = None  # operational-value's frozen bytes (UTF-8), never written to a manifest
 
     @property
     def implementation(self) -> dict[str, Any]:
@@ -231,8 +232,11 @@ def _run_path(value: Any, path: str, errors: _Errors) -> PurePosixPath | None:
     return None
 
 
-def _run_file(pure: PurePosixPath, raw: str, path: str, errors: _Errors, base: Path, root: Path) -> str | None:
-    """File checks (seed 002 §5): confined, a Bash shebang, ≤ 64 KiB of UTF-8. Returns the digest."""
+def _run_file(
+    pure: PurePosixPath, raw: str, path: str, errors: _Errors, base: Path, root: Path
+) -> tuple[str, str] | None:
+    """File checks (seed 002 §5): confined, a Bash shebang, ≤ 64 KiB of UTF-8, and the shell analysis
+    (no detected file writes or dynamic execution). Returns the digest and the frozen source."""
     where = f"{path}.run"
     target = (base if raw.startswith("./") else root) / pure
     try:
@@ -259,7 +263,12 @@ def _run_file(pure: PurePosixPath, raw: str, path: str, errors: _Errors, base: P
     if not _BASH_SHEBANG.match(text.split("\n", 1)[0]):
         errors.add(where, "must start with a Bash shebang (#!/bin/bash or #!/usr/bin/env bash)")
         return None
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    from mst.graders.custom.bash_check import analyze_shell  # lazy: tree-sitter only when needed
+
+    rejections = analyze_shell(data).rejections
+    for rejection in rejections:
+        errors.add(where, f"{pure}: {rejection}")
+    return None if rejections else ("sha256:" + hashlib.sha256(data).hexdigest(), text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,7 +344,7 @@ def _entry(grader_id: str, entry: Mapping[str, Any], errors: _Errors, ctx: _Cont
             grader.unit, grader.direction, threshold if "threshold" in entry else grader.threshold,
             grader.min, grader.max, config,
         )  # fmt: skip
-    script = run = digest = None
+    script = run = digest = run_source = None
     if kind == "custom":
         script, digest = _script(entry, path, errors)
     else:
@@ -344,10 +353,11 @@ def _entry(grader_id: str, entry: Mapping[str, Any], errors: _Errors, ctx: _Cont
             run = str(entry["run"])
             if ctx.base_dir is not None:
                 root = ctx.repo_root or ctx.base_dir
-                digest = _run_file(pure, run, path, errors, ctx.base_dir, root)
+                frozen = _run_file(pure, run, path, errors, ctx.base_dir, root)
+                digest, run_source = frozen if frozen is not None else (None, None)
     return GraderSpec(
         grader_id, kind, enabled, name or grader_id, description or "", unit or "", direction or "higher",
-        threshold, low, high, config, script, run, digest,
+        threshold, low, high, config, script, run, digest, run_source,
     )  # fmt: skip
 
 

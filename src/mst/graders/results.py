@@ -23,7 +23,7 @@ SCHEMA_VERSION: Final = 2
 MANIFEST_EVENT: Final = "grader.manifest"
 RESULT_EVENT: Final = "grader.result"
 GRADING_COMPONENT: Final = "mst.graders"
-RUNTIME_UNAVAILABLE: Final = "custom grader runtime not available in this build"
+RUNTIME_UNAVAILABLE: Final = "custom graders run only in the custom phase (run_custom_graders), never among built-ins"
 
 STATUS_PASS: Final = "pass"
 STATUS_FAIL: Final = "fail"
@@ -106,7 +106,8 @@ def make_result(spec: GraderSpec, measurement: Measurement | None, error: str | 
 
 
 def run_one(spec: GraderSpec, inp: GraderInput) -> dict[str, Any]:
-    """Run a single grader; any exception becomes an ``error`` result naming the exception."""
+    """Run a single built-in; any exception becomes an ``error`` result naming the exception.
+    Custom source is never executed here (seed 002 §5): see :func:`run_custom_graders`."""
     if spec.kind != "builtin":
         return make_result(spec, None, RUNTIME_UNAVAILABLE)
     try:
@@ -160,9 +161,41 @@ def run_graders(
     caller already built them for this exact session.
     """
     shared = lookups if lookups is not None else create_session_lookups(session)
-    results = []
+    combined = run_builtin_graders(session, config, shared, expected=expected)
+    for grader_id, result in run_custom_graders(session, config, shared).items():
+        combined.setdefault(grader_id, result)  # custom results never overwrite a built-in's
+    return GraderRun(build_manifest(config), [combined[s.id] for s in config.enabled], len(session))
+
+
+def run_builtin_graders(
+    session: Sequence[Mapping[str, Any]], config: GradersConfig, lookups: SessionLookups, *, expected: Any = None
+) -> dict[str, dict[str, Any]]:
+    """The built-in phase: pure computation in this process, custom graders skipped entirely."""
+    results: dict[str, dict[str, Any]] = {}
     with paused_gc():  # same reason as for the lookups: no collection sweeps over the session
         for spec in config.enabled:
-            inp = GraderInput(session, shared, spec.config, expected)
-            results.append(run_one(spec, inp))
-    return GraderRun(build_manifest(config), results, len(session))
+            if spec.kind == "builtin":
+                results[spec.id] = run_one(spec, GraderInput(session, lookups, spec.config, expected))
+    return results
+
+
+def run_custom_graders(
+    session: Sequence[Mapping[str, Any]], config: GradersConfig, lookups: SessionLookups
+) -> dict[str, dict[str, Any]]:
+    """The custom phase, after the built-ins: each enabled custom grader in its isolated runtime
+    (:mod:`mst.graders.custom`), its outcome recorded as a schema-v2 result. Imported lazily so the
+    built-in phase never loads the runtimes."""
+    custom = [s for s in config.enabled if s.kind != "builtin"]
+    if not custom:
+        return {}
+    from mst.graders.custom.runner import run_custom_graders as run_isolated
+
+    results: dict[str, dict[str, Any]] = {}
+    for grader_id, outcome in run_isolated(session, custom, lookups).items():
+        spec = config.get(grader_id)
+        assert spec is not None
+        result = make_result(spec, outcome.measurement, outcome.error)
+        if outcome.diagnostics is not None:
+            result["diagnostics"] = list(outcome.diagnostics)
+        results[grader_id] = result
+    return results

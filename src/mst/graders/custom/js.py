@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import re
 import shutil
 import subprocess
@@ -166,20 +165,36 @@ def _camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+_PASS: Final = _SCALARS | {dict, list}
+
+
+@functools.cache
+def _keys(cls: type) -> tuple[str, ...]:
+    fields = getattr(cls, "_fields", None)
+    names = fields if fields is not None else tuple(f.name for f in dataclasses.fields(cls))
+    return tuple(_camel(n) for n in names)
+
+
 def to_data(value: Any) -> Any:
     """Lookups as plain JSON data: records become objects with camelCase keys (``tool_calls`` →
-    ``toolCalls``), tuples lists, non-finite numbers null. Generic on purpose, so a field added
-    to the lookups reaches scripts without a second list to keep in step."""
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return {_camel(k): to_data(v) for k, v in zip(value._fields, value, strict=True)}
+    ``toolCalls``), tuples lists. Generic on purpose, so a field added to the lookups reaches
+    scripts without a second list to keep in step. Plain dicts and lists are data copied from the
+    session (tool arguments) and pass through as they are; orjson writes non-finite floats as null.
+    Tuples whose first item is a scalar are homogeneous position lists and pass through too."""
+    cls = value.__class__
+    if cls in _PASS:
+        return value
+    if hasattr(cls, "_fields"):
+        return dict(zip(_keys(cls), [v if v.__class__ in _PASS else to_data(v) for v in value], strict=True))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {_camel(f.name): to_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return dict(zip(_keys(cls), (to_data(getattr(value, f.name)) for f in dataclasses.fields(value)), strict=True))
     if isinstance(value, Mapping):
         return {str(k): to_data(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
+        if not value or value[0].__class__ in _SCALARS:
+            return value
         return [to_data(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
     return value
 
 
@@ -290,4 +305,3 @@ def _run_batch(argv: Sequence[str], graders: Sequence[JsGrader], payload: bytes,
     with tempfile.TemporaryDirectory(prefix="mst-js-grader-") as cwd:
         return run_bounded(argv, env={}, cwd=Path(cwd), stdin=stdin, timeout=limits.startup + step,
                            step_timeout=step, max_output=limits.max_output, progress=progress)  # fmt: skip
-

@@ -29,7 +29,7 @@ const BOOTSTRAP = `(function () {
   const maxMessage = g.__mstMaxMessage;
   delete g.__mstPayload; delete g.__mstConfig; delete g.__mstGrader; delete g.__mstMaxMessage;
   const parse = JSON.parse, stringify = JSON.stringify, freeze = Object.freeze;
-  const isFinite = Number.isFinite, ownKeys = Reflect.ownKeys, StringCtor = String;
+  const isFinite = Number.isFinite, isArray = Array.isArray, StringCtor = String;
   for (const name of ['Date', 'WebAssembly', 'SharedArrayBuffer', 'Atomics', 'Intl', 'WeakRef',
                       'FinalizationRegistry', 'eval', 'Function', 'setTimeout', 'setInterval',
                       'setImmediate', 'queueMicrotask', 'performance', 'console']) {
@@ -37,15 +37,22 @@ const BOOTSTRAP = `(function () {
   }
   delete Math.random;
   Object.defineProperty(Error, 'prepareStackTrace', { value: undefined, writable: false, configurable: false });
-  const deepFreeze = (root) => {
-    const stack = [root];
-    while (stack.length > 0) {
-      const v = stack.pop();
-      if (v === null || typeof v !== 'object' || Object.isFrozen(v)) continue;
-      freeze(v);
-      for (const k of ownKeys(v)) stack.push(v[k]);
+  // Recursive with for-in: several times faster than a work list over Reflect.ownKeys on large
+  // sessions. JSON.parse output has no accessors or cycles; depth is that of the session's JSON.
+  const deepFreeze = (v) => {
+    freeze(v);
+    if (isArray(v)) {
+      for (let i = 0; i < v.length; i++) {
+        const c = v[i];
+        if (c !== null && typeof c === 'object') deepFreeze(c);
+      }
+    } else {
+      for (const k in v) {
+        const c = v[k];
+        if (c !== null && typeof c === 'object') deepFreeze(c);
+      }
     }
-    return root;
+    return v;
   };
   const describe = (e) => {
     try {
@@ -106,9 +113,9 @@ const BOOTSTRAP = `(function () {
 const bootstrap = new vm.Script(BOOTSTRAP, { filename: 'mst-grader-bootstrap' });
 
 function readInput() {
-  const text = fs.readFileSync(0, 'utf8');
-  const cut = text.indexOf('\n');
-  return { header: JSON.parse(text.slice(0, cut)), payload: text.slice(cut + 1) };
+  const data = fs.readFileSync(0);
+  const cut = data.indexOf(10);
+  return { header: JSON.parse(data.toString('utf8', 0, cut)), payload: data.toString('utf8', cut + 1) };
 }
 
 function emit(id, resultJson) {
