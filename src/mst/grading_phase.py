@@ -16,12 +16,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import orjson
+
 from mst import endings
 from mst.config.errors import Problem, UserError
 from mst.config.resolved import ResolvedCase, ResolvedEval
 from mst.grading import GradingSource, LiveSource, TrialView, compare_pairwise, grade_trial
 from mst.progress import Progress
-from mst.runs.files import Journal, atomic_write_json
+from mst.runs.files import Journal, atomic_write_bytes, atomic_write_json
 from mst.runs.layout import Key, RunPaths
 from mst.runs.run import Run
 from mst.session.io import TranscriptError, write_transcript
@@ -244,7 +246,7 @@ def _run_graders(run: Run, resolved: ResolvedEval, key: Key, view: TrialView, re
     rel = RunPaths.graders_rel(*key)
     folder = f"{os.fspath(run.paths.root)}/{rel}"  # strings: pathlib joins cost µs per trial
     # No fsync: like the transcript, these files precede the trial's (unsynced) journal line.
-    atomic_write_json(f"{folder}/grader_manifest.json", result.manifest, fsync=False)
+    atomic_write_bytes(f"{folder}/grader_manifest.json", _manifest_bytes(result.manifest), fsync=False)
     atomic_write_json(f"{folder}/grader_results.json", result.results_document(),
                       fsync=False)
     write_transcript(f"{folder}/session.jsonl", [*session, *result.events()])
@@ -256,6 +258,20 @@ def _run_graders(run: Run, resolved: ResolvedEval, key: Key, view: TrialView, re
                                  "message": r.get("message") or "grader error"})
     if failed:
         record["status"], record["passed"] = "ungraded", None
+
+
+_MANIFEST_BYTES: dict[int, tuple[dict[str, Any], bytes]] = {}
+
+
+def _manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    """The manifest's file bytes, serialised once: every trial of a run shares one manifest."""
+    cached = _MANIFEST_BYTES.get(id(manifest))
+    if cached is not None and cached[0] is manifest:
+        return cached[1]
+    data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    _MANIFEST_BYTES.clear()
+    _MANIFEST_BYTES[id(manifest)] = (manifest, data)
+    return data
 
 
 def grading_complete(run: Run, resolved: ResolvedEval) -> bool:

@@ -55,8 +55,23 @@ def manifest_entry(spec: GraderSpec) -> dict[str, Any]:
 
 
 def build_manifest(config: GradersConfig) -> dict[str, Any]:
-    """All known graders, disabled ones included, so disabling persists through replay."""
-    return {"schemaVersion": SCHEMA_VERSION, "graders": [manifest_entry(s) for s in config.specs]}
+    """All known graders, disabled ones included, so disabling persists through replay.
+
+    The manifest depends on the configuration alone, and a run grades every trial with one
+    configuration: it is built once per configuration object, not once per trial. Callers
+    must treat it as read-only.
+    """
+    cached = _MANIFESTS.get(id(config))
+    if cached is not None and cached[0] is config:
+        return cached[1]
+    manifest = {"schemaVersion": SCHEMA_VERSION, "graders": [manifest_entry(s) for s in config.specs]}
+    if len(_MANIFESTS) >= 16:
+        _MANIFESTS.clear()
+    _MANIFESTS[id(config)] = (config, manifest)  # holding the config keeps its id unique
+    return manifest
+
+
+_MANIFESTS: dict[int, tuple[GradersConfig, dict[str, Any]]] = {}
 
 
 def _threshold(spec: GraderSpec, value: float) -> str | None:
