@@ -151,7 +151,7 @@ class AnthropicSession:
         try:
             if s.stream:
                 return await self._streamed(client, params, hide)
-            message = await client.messages.create(**params)
+            message = await _json_message(client, params)
         except anthropic.APIStatusError as exc:
             text = _errors.clean(str(exc.message), hide)
             overflow = exc.status_code == 413 or (
@@ -166,20 +166,7 @@ class AnthropicSession:
         except anthropic.APIError as exc:
             raise EndingException(Infrastructure(
                 "provider-api", f"{PROVIDER}: error in the response: {_errors.clean(str(exc), hide)}", True)) from None
-        if message.stop_reason == "model_context_window_exceeded":
-            raise ContextOverflow(f"{PROVIDER}: stop reason model_context_window_exceeded")
-        text_parts: list[str] = []
-        calls: list[ToolCall] = []
-        for block in message.content:
-            if block.type == "text":
-                text_parts.append(block.text)
-            elif block.type == "tool_use":
-                arguments = block.input if isinstance(block.input, dict) else {}
-                calls.append(ToolCall(block.id, block.name, arguments))
-        u = message.usage
-        input_tokens = u.input_tokens + (u.cache_creation_input_tokens or 0) + (u.cache_read_input_tokens or 0)
-        return ModelResponse("".join(text_parts), tuple(calls), Usage(input_tokens, u.output_tokens),
-                             message.stop_reason)
+        return _read_message(message, hide)
 
     async def _streamed(self, client: AsyncAnthropic, params: dict[str, Any], hide: Sequence[str]) -> ModelResponse:
         """One streamed message: the SDK sends the request, the events are decoded here.
@@ -284,3 +271,41 @@ def _int(value: Any) -> int:
 def _unreadable(detail: str) -> EndingException:
     return EndingException(Infrastructure("provider-api", f"{PROVIDER}: the response could not be read: {detail}",
                                           True))
+
+
+async def _json_message(client: AsyncAnthropic, params: dict[str, Any]) -> Any:
+    """A non-streamed message's JSON body, read with orjson rather than the SDK's pydantic models
+    (milliseconds a turn); the SDK has sent the request and raised for any error status."""
+    import httpx2
+
+    response = await client.post("/v1/messages", cast_to=httpx2.Response, body=params)
+    try:
+        return orjson.loads(await response.aread())
+    except orjson.JSONDecodeError as exc:
+        raise EndingException(Infrastructure(
+            "provider-api", f"{PROVIDER}: the response is not JSON ({exc.msg})", True)) from None
+
+
+def _read_message(message: Any, hide: Sequence[str]) -> ModelResponse:
+    """Text, tool uses, usage (cache tokens included) and stop reason of a message's JSON."""
+    try:
+        stop = message.get("stop_reason")
+        if stop == "model_context_window_exceeded":
+            raise ContextOverflow(f"{PROVIDER}: stop reason model_context_window_exceeded")
+        text_parts: list[str] = []
+        calls: list[ToolCall] = []
+        for block in message["content"]:
+            if block.get("type") == "text":
+                text_parts.append(block.get("text") or "")
+            elif block.get("type") == "tool_use":
+                arguments = block.get("input")
+                calls.append(ToolCall(block["id"], block["name"], arguments if isinstance(arguments, dict) else {}))
+        u = message.get("usage") or {}
+        input_tokens = sum(int(u.get(k) or 0) for k in
+                           ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+        return ModelResponse("".join(text_parts), tuple(calls), Usage(input_tokens, int(u.get("output_tokens") or 0)),
+                             stop)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise EndingException(Infrastructure(
+            "provider-api", f"{PROVIDER}: the response could not be read ({_errors.clean(type(exc).__name__, hide)})",
+            True)) from None

@@ -137,12 +137,11 @@ class OpenAISession:
         self._secrets = secrets
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        # `client.post` with the SDK's own response types, rather than `chat.completions.create`:
-        # the latter re-walks every message against the request's TypedDicts on each call
-        # (about 2 ms a turn with a dozen messages), which changes nothing in a body built here
-        # from plain JSON values. Status handling, retries and parsing are the SDK's all the same.
+        # `client.post` rather than `chat.completions.create`: the latter re-walks every message
+        # against the request's TypedDicts on each call and builds pydantic models of the reply
+        # (milliseconds a turn). Status handling and retries are the SDK's all the same; the
+        # reply's JSON is read here with orjson (see `_read_completion`).
         import openai
-        from openai.types.chat import ChatCompletion
 
         provider = self._provider
         client, key = provider.client(self._secrets)
@@ -158,7 +157,7 @@ class OpenAISession:
         try:
             if s.stream:
                 return await self._streamed(client, params, hide)
-            completion = await client.post("/chat/completions", cast_to=ChatCompletion, body=params)
+            completion = await _json_completion(client, params)
         except openai.APIStatusError as exc:
             message = _errors.clean(str(exc.message), hide)
             overflow = exc.code == "context_length_exceeded" or (
@@ -178,20 +177,7 @@ class OpenAISession:
             # An error event inside a stream: the provider failed mid-response.
             raise EndingException(Infrastructure(
                 "provider-api", f"{PROVIDER}: error in the response: {_errors.clean(str(exc), hide)}", True)) from None
-        if not completion.choices:
-            raise EndingException(Infrastructure(
-                "provider-api", f"{PROVIDER}: the response has no choices", True))
-        answer = completion.choices[0].message
-        calls = tuple(
-            ToolCall(c.id, c.function.name, _errors.tool_arguments(c.function.name, c.function.arguments))
-            for c in (answer.tool_calls or ()) if c.type == "function"
-        )
-        usage = completion.usage
-        return ModelResponse(
-            answer.content or "", calls,
-            Usage(usage.prompt_tokens, usage.completion_tokens) if usage is not None else Usage(),
-            completion.choices[0].finish_reason,
-        )
+        return _read_completion(completion, hide)
 
     async def _streamed(self, client: AsyncOpenAI, params: dict[str, Any], hide: Sequence[str]) -> ModelResponse:
         """One streamed completion: the SDK sends the request, the events are decoded here.
@@ -287,3 +273,37 @@ class OpenAISession:
 def _unreadable(detail: str) -> EndingException:
     return EndingException(Infrastructure("provider-api", f"{PROVIDER}: the response could not be read: {detail}",
                                           True))
+
+
+async def _json_completion(client: AsyncOpenAI, params: dict[str, Any]) -> Any:
+    """A non-streamed completion's JSON body; the SDK has raised for any error status by then."""
+    import httpx2
+
+    response = await client.post("/chat/completions", cast_to=httpx2.Response, body=params)
+    try:
+        return orjson.loads(await response.aread())
+    except orjson.JSONDecodeError as exc:
+        raise EndingException(Infrastructure(
+            "provider-api", f"{PROVIDER}: the response is not JSON ({exc.msg})", True)) from None
+
+
+def _read_completion(completion: Any, hide: Sequence[str]) -> ModelResponse:
+    """The answer, tool calls, usage and finish reason of a chat completion's JSON."""
+    try:
+        choice = completion["choices"][0]
+        answer = choice["message"]
+        calls = tuple(
+            ToolCall(c["id"], c["function"]["name"],
+                     _errors.tool_arguments(c["function"]["name"], c["function"].get("arguments")))
+            for c in (answer.get("tool_calls") or ()) if c.get("type", "function") == "function"
+        )
+        usage = completion.get("usage") or {}
+        return ModelResponse(
+            answer.get("content") or "", calls,
+            Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)),
+            choice.get("finish_reason"),
+        )
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        what = "has no choices" if isinstance(exc, IndexError) else f"could not be read ({type(exc).__name__})"
+        raise EndingException(Infrastructure(
+            "provider-api", f"{PROVIDER}: the response {_errors.clean(what, hide)}", True)) from None
