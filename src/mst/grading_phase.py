@@ -8,7 +8,9 @@ and `mst grade --resume` (in place). All of them call :func:`grade_trial`,
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -246,7 +248,7 @@ def _run_graders(run: Run, resolved: ResolvedEval, key: Key, view: TrialView, re
     rel = RunPaths.graders_rel(*key)
     folder = f"{os.fspath(run.paths.root)}/{rel}"  # strings: pathlib joins cost µs per trial
     # No fsync: like the transcript, these files precede the trial's (unsynced) journal line.
-    atomic_write_bytes(f"{folder}/grader_manifest.json", _manifest_bytes(result.manifest), fsync=False)
+    _write_manifest(os.fspath(run.paths.root), folder, result.manifest)
     atomic_write_json(f"{folder}/grader_results.json", result.results_document(),
                       fsync=False)
     write_transcript(f"{folder}/session.jsonl", [*session, *result.events()])
@@ -260,18 +262,35 @@ def _run_graders(run: Run, resolved: ResolvedEval, key: Key, view: TrialView, re
         record["status"], record["passed"] = "ungraded", None
 
 
-_MANIFEST_BYTES: dict[int, tuple[dict[str, Any], bytes]] = {}
+_MANIFEST_FILES: dict[tuple[str, int], tuple[dict[str, Any], bytes, str]] = {}
+_MANIFEST_LOCK = threading.Lock()
 
 
-def _manifest_bytes(manifest: dict[str, Any]) -> bytes:
-    """The manifest's file bytes, serialised once: every trial of a run shares one manifest."""
-    cached = _MANIFEST_BYTES.get(id(manifest))
-    if cached is not None and cached[0] is manifest:
-        return cached[1]
-    data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
-    _MANIFEST_BYTES.clear()
-    _MANIFEST_BYTES[id(manifest)] = (manifest, data)
-    return data
+def _write_manifest(root: str, folder: str, manifest: dict[str, Any]) -> None:
+    """Every trial of a run has the same manifest: write it once per run and hard-link it in.
+
+    A link is one system call where a file costs four; the shared copy is content-addressed and
+    never modified. Where the trial already has a manifest (grading again in place), it is
+    replaced whole, as any other write.
+    """
+    with _MANIFEST_LOCK:  # grading threads share the one copy
+        cached = _MANIFEST_FILES.get((root, id(manifest)))
+        if cached is None or cached[0] is not manifest:
+            data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+            shared = f"{root}/graders/.grader_manifest.{hashlib.sha256(data).hexdigest()[:16]}.json"
+            if not os.path.exists(shared):
+                atomic_write_bytes(shared, data, fsync=False)
+            _MANIFEST_FILES.clear()
+            cached = _MANIFEST_FILES[(root, id(manifest))] = (manifest, data, shared)
+    _, data, shared = cached
+    target = f"{folder}/grader_manifest.json"
+    try:
+        os.link(shared, target)
+    except FileNotFoundError:
+        os.makedirs(folder, exist_ok=True)
+        os.link(shared, target)
+    except FileExistsError:
+        atomic_write_bytes(target, data, fsync=False)
 
 
 def grading_complete(run: Run, resolved: ResolvedEval) -> bool:

@@ -113,7 +113,7 @@ def grade(
     With ``runner``, judges run in shards and the coordinator then grades with their records
     (a recorded source), so every file is written by the same code as a local regrade.
     """
-    source = open_run(run_dir, repair=resume)
+    source = open_run(run_dir, repair=resume, grading=resume)  # a regrade grades afresh
     resolved = resolve_eval(eval_path) if eval_path else _resolve_for(source, check_digest=False)
     secrets = load_secrets(secrets_file)
     progress = progress or Silent()

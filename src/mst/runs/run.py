@@ -76,7 +76,12 @@ def attempt_record(record: dict[str, Any], ending: endings.Ending) -> dict[str, 
     return record
 
 
-def open_run(path: Path, *, repair: bool = False) -> Run:
+def open_run(path: Path, *, repair: bool = False, grading: bool = True) -> Run:
+    """Read a run. ``grading=False`` skips its grading records (a regrade grades afresh).
+
+    The journals are read first and win; run.json's snapshot adds only what they lack, so a
+    record present in both is decoded and stored once.
+    """
     paths = RunPaths(path)
     if not path.is_dir():
         raise UserError(Problem(str(path), "not a run directory (it does not exist)"))
@@ -94,17 +99,21 @@ def open_run(path: Path, *, repair: bool = False) -> Run:
                                 loc)) from None
     meta = {k: v for k, v in data.items() if k != "attempts"}
     run = Run(paths, meta)
-    for i, rec in enumerate(data.get("attempts", [])):
-        _add_attempt(run, rec, str(paths.run_json), f"attempts[{i}]")
     for i, rec in enumerate(read_journal(paths.attempts, repair=repair)):
         _add_attempt(run, rec, str(paths.attempts), f"line {i + 1}")
-    _load_grading(run, repair=repair)
+    journaled = len(run.attempts) > 0
+    for i, rec in enumerate(data.get("attempts", [])):
+        _add_attempt(run, rec, str(paths.run_json), f"attempts[{i}]", only_new=journaled)
+    if grading:
+        _load_grading(run, repair=repair)
     return run
 
 
-def _add_attempt(run: Run, rec: Any, file: str, where: str) -> None:
+def _add_attempt(run: Run, rec: Any, file: str, where: str, *, only_new: bool = False) -> None:
     try:
         key = key_of(rec)
+        if only_new and key in run.attempts:
+            return
         ending = endings.from_record(rec)
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(Problem(file, f"corrupt attempt record ({where}): {exc}")) from None
