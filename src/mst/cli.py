@@ -183,10 +183,7 @@ def _attach_optional_groups() -> None:
     if _optional_attached:
         return
     _optional_attached = True
-    try:
-        from mst._cli_graders import experiments, graders
-    except ModuleNotFoundError:
-        return
+    from mst._cli_graders import experiments, graders
 
     main.add_command(graders)
     main.add_command(experiments)

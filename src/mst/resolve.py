@@ -15,16 +15,17 @@ from pydantic import BaseModel, ValidationError
 from mst.clients.registry import UnknownClient, client_class
 from mst.config.datasets import load_dataset
 from mst.config.errors import Problem, UserError
-from mst.config.load import load_eval, problems_from, read_yaml
+from mst.config.load import EvalFile, load_eval, problems_from, subnode
 from mst.config.models import CaseConfig, EvalConfig, JudgeConfig, PairwiseConfig
 from mst.config.resolved import ResolvedCase, ResolvedEval, ResolvedJudge
 
 
 def resolve_eval(path: Path) -> ResolvedEval:
-    config, digest = load_eval(path)
+    loaded = load_eval(path)
+    config, digest = loaded.config, loaded.digest
     base_dir = path.resolve().parent
     problems: list[Problem] = []
-    settings = _client_settings(config, str(path), problems)
+    settings = _client_settings(loaded, str(path), problems)
     cases = _cases(config, path, base_dir, problems)
     pairwise = _judge(config.pairwise, base_dir, str(path), "pairwise", problems) if config.pairwise else None
     graders = _graders(config, str(path), base_dir, problems)
@@ -33,10 +34,9 @@ def resolve_eval(path: Path) -> ResolvedEval:
     return ResolvedEval(config, path, base_dir, digest, tuple(cases), pairwise, settings, graders)
 
 
-def _client_settings(config: EvalConfig, file: str, problems: list[Problem]) -> dict[str, Any]:
-    data, node, _ = read_yaml(Path(file))
+def _client_settings(loaded: EvalFile, file: str, problems: list[Problem]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for i, variant in enumerate(config.variants):
+    for i, variant in enumerate(loaded.config.variants):
         try:
             cls = client_class(variant.client)
         except UnknownClient as exc:
@@ -46,23 +46,10 @@ def _client_settings(config: EvalConfig, file: str, problems: list[Problem]) -> 
         try:
             out[variant.id] = model.model_validate(variant.settings)
         except ValidationError as exc:
-            raw = data["variants"][i].get("settings", {}) if isinstance(data, dict) else {}
-            sub = _subnode(node, ["variants", i, "settings"])
+            raw = loaded.data["variants"][i].get("settings", {})
+            sub = subnode(loaded.node, ["variants", i, "settings"])
             problems.extend(problems_from(exc, raw, file, sub, f"variants[{i}].settings"))
     return out
-
-
-def _subnode(node: Any, keys: list[Any]) -> Any:
-    import yaml
-
-    for key in keys:
-        if isinstance(node, yaml.MappingNode):
-            node = next((v for k, v in node.value if k.value == key), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-        else:
-            return None
-    return node
 
 
 def _cases(config: EvalConfig, path: Path, base_dir: Path, problems: list[Problem]) -> list[ResolvedCase]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,13 +40,24 @@ def read_yaml(path: Path) -> tuple[Any, yaml.Node | None, bytes]:
     return data, node, raw
 
 
-def load_eval(path: Path) -> tuple[EvalConfig, str]:
-    """Load and validate an eval file; returns the config and the sha256 of its bytes."""
+@dataclass(frozen=True)
+class EvalFile:
+    """A validated eval file, with the parsed data and node tree kept so later checks (client
+    settings, validated by each client kind) can point at lines without reading the file again."""
+
+    config: EvalConfig
+    digest: str  # sha256 of the file's bytes
+    data: dict[str, Any]
+    node: yaml.Node | None
+
+
+def load_eval(path: Path) -> EvalFile:
+    """Read, parse and validate an eval file once."""
     data, node, raw = read_yaml(path)
     if not isinstance(data, dict):
         raise UserError(Problem(str(path), "expected a mapping at the top level (name, cases, variants, ...)"))
     config = validate(EvalConfig, data, str(path), node)
-    return config, hashlib.sha256(raw).hexdigest()
+    return EvalFile(config, hashlib.sha256(raw).hexdigest(), data, node)
 
 
 def validate(
@@ -105,6 +117,13 @@ def locate(loc: Sequence[int | str], data: Any, node: yaml.Node | None) -> tuple
             continue
         line = _line(node) or line
     return "".join(parts).lstrip("."), line
+
+
+def subnode(node: yaml.Node | None, keys: Sequence[int | str]) -> yaml.Node | None:
+    """The node at a path of mapping keys and sequence indexes, or None where it is absent."""
+    for key in keys:
+        node = _child(node, key) if isinstance(key, int) else _mapping_child(node, key)[1]
+    return node
 
 
 def _line(node: yaml.Node | None) -> int | None:
