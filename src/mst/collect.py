@@ -82,6 +82,9 @@ class Collector:
         async def worker() -> None:
             for spec in iterator:
                 self.on_attempt(await self.attempt(spec))
+                # An attempt that never waited (an offline model) never gave the loop a turn:
+                # without one, each attempt's cancelled deadline timer stays queued until the end.
+                await asyncio.sleep(0)
 
         try:
             await asyncio.gather(*(worker() for _ in range(self.concurrency)))

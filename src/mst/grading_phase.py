@@ -18,17 +18,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import orjson
-
 from mst import endings
 from mst.config.errors import Problem, UserError
 from mst.config.resolved import ResolvedCase, ResolvedEval
 from mst.grading import GradingSource, LiveSource, TrialView, compare_pairwise, grade_trial
 from mst.progress import Progress
-from mst.runs.files import Journal, atomic_write_bytes, atomic_write_json
+from mst.runs.files import Journal, atomic_write_bytes, json_file_bytes, write_trial_file
 from mst.runs.layout import Key, RunPaths
 from mst.runs.run import Run
-from mst.session.io import TranscriptError, write_transcript
+from mst.session.io import TranscriptError, dumps_jsonl
 from mst.session.redact import Redactor
 
 K = TypeVar("K")
@@ -169,14 +167,12 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, *, secrets: dic
     workers = (cfg.gradingConcurrency or cfg.concurrency) if _calls_judges(resolved) else 1
     with _secrets_in_env(secrets), Journal(run.paths.grading_journal) as journal:
         for key, record in _in_order(trials, workers):
-            journal.append(record)
-            run.trial_grades[key] = record
+            run.trial_grades.put(key, record, journal.append(record))
             if on_record is not None:
                 on_record(record)
             progress.advance()
         for pair, record in _in_order(pairs, workers):
-            journal.append(record)
-            run.comparisons[pair] = record
+            run.comparisons.put(pair, record, journal.append(record))
             if on_record is not None:
                 on_record(record)
             progress.advance()
@@ -239,19 +235,22 @@ def _run_graders(run: Run, resolved: ResolvedEval, key: Key, view: TrialView, re
     from mst.graders import run_graders
 
     try:
-        session = [redactor.value(e) for e in view.events] if redactor.active else list(view.events)
+        session = [redactor.value(e) for e in view.events] if redactor.active else view.events
     except TranscriptError as exc:
         record["errors"].append({"judge": "graders", "kind": "grader", "identity": None, "message": str(exc)})
         record["status"], record["passed"] = "ungraded", None
         return
     result = run_graders(session, config, expected=view.expected)
     rel = RunPaths.graders_rel(*key)
-    folder = f"{os.fspath(run.paths.root)}/{rel}"  # strings: pathlib joins cost µs per trial
-    # No fsync: like the transcript, these files precede the trial's (unsynced) journal line.
-    _write_manifest(os.fspath(run.paths.root), folder, result.manifest)
-    atomic_write_json(f"{folder}/grader_results.json", result.results_document(),
-                      fsync=False)
-    write_transcript(f"{folder}/session.jsonl", [*session, *result.events()])
+    root = os.fspath(run.paths.root)
+    folder = f"{root}/{rel}"  # strings: pathlib joins cost µs per trial
+    _make_folder(folder)
+    # Like the transcript, these files precede the trial's journal line (see write_trial_file).
+    write_trial_file(f"{folder}/grader_results.json", json_file_bytes(result.results_document()))
+    jsonl = None if redactor.active else view.jsonl  # unredacted: the file's bytes are the session's
+    write_trial_file(f"{folder}/session.jsonl",
+                     (jsonl if jsonl is not None else dumps_jsonl(session)) + result.events_jsonl())
+    _write_manifest(root, folder, result.manifest)
     record["graders"] = [{"id": r["id"], "value": r["value"], "status": r["status"]} for r in result.results]
     record["gradersPath"] = rel
     failed = [r for r in result.results if r["status"] == "error"]
@@ -276,7 +275,7 @@ def _write_manifest(root: str, folder: str, manifest: dict[str, Any]) -> None:
     with _MANIFEST_LOCK:  # grading threads share the one copy
         cached = _MANIFEST_FILES.get((root, id(manifest)))
         if cached is None or cached[0] is not manifest:
-            data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+            data = json_file_bytes(manifest)
             shared = f"{root}/graders/.grader_manifest.{hashlib.sha256(data).hexdigest()[:16]}.json"
             if not os.path.exists(shared):
                 atomic_write_bytes(shared, data, fsync=False)
@@ -286,11 +285,18 @@ def _write_manifest(root: str, folder: str, manifest: dict[str, Any]) -> None:
     target = f"{folder}/grader_manifest.json"
     try:
         os.link(shared, target)
-    except FileNotFoundError:
-        os.makedirs(folder, exist_ok=True)
-        os.link(shared, target)
     except FileExistsError:
         atomic_write_bytes(target, data, fsync=False)
+
+
+def _make_folder(folder: str) -> None:
+    """One ``mkdir`` for a trial's folder; its parents are made only for a case's first trial."""
+    try:
+        os.mkdir(folder)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        os.makedirs(folder, exist_ok=True)
 
 
 def grading_complete(run: Run, resolved: ResolvedEval) -> bool:

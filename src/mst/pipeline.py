@@ -76,7 +76,9 @@ def run_eval(
         paths = create_run_dir(target, resolved.config.name, populate)
         run = Run(paths, meta)
         write_latest(paths)
-        return _collect_and_grade(run, resolved, all_attempts(resolved), secrets, concurrency, progress, opened)
+        count = len(resolved.variants) * sum(c.trials for c in resolved.cases)
+        return _collect_and_grade(run, resolved, all_attempts(resolved), count, secrets, concurrency, progress,
+                                  opened)
 
 
 def resume_run(
@@ -93,8 +95,8 @@ def resume_run(
     resolved = _resolve_for(run)
     secrets = load_secrets(secrets_file)
     with _opened(runner, runner_options, "collect") as opened:
-        return _collect_and_grade(run, resolved, list(_to_resume(run, resolved)), secrets, concurrency, progress,
-                                  opened)
+        specs = list(_to_resume(run, resolved))
+        return _collect_and_grade(run, resolved, specs, len(specs), secrets, concurrency, progress, opened)
 
 
 def grade(
@@ -121,12 +123,12 @@ def grade(
         if resume:
             plan = plan_grading(source, resolved, resume=True)
             run = source
+            run.meta["phases"]["grade"] = "partial"
+            run.meta["grading"] = _grading_meta(resolved)
+            run.write()
         else:
-            run = _new_regrade(source, resolved, runs_dir)
+            run = _new_regrade(source, resolved, runs_dir)  # written with its grading metadata
             plan = plan_grading(run, resolved, resume=False)
-        run.meta["phases"]["grade"] = "partial"
-        run.meta["grading"] = _grading_meta(resolved)
-        run.write()
         sharded = None
         if opened is not None:
             from mst.runners.sharded import grade_in_shards
@@ -142,18 +144,17 @@ def grade(
 
 
 def _collect_and_grade(
-    run: Run, resolved: ResolvedEval, specs: Iterable[AttemptSpec], secrets: dict[str, str],
+    run: Run, resolved: ResolvedEval, specs: Iterable[AttemptSpec], count: int, secrets: dict[str, str],
     concurrency: int | None, progress: Progress | None, runner: Runner | None = None,
 ) -> Outcome:
+    """``specs`` is consumed once, lazily where it can be: a plan is not held in memory."""
     progress = progress or Silent()
     redactor = Redactor(secrets.values(), resolved.config.redact)
-    specs = list(specs)
-    progress.start("collect", len(specs))
+    progress.start("collect", count)
     sharded = None
     with Journal(run.paths.attempts) as journal:
         def on_attempt(record: dict[str, Any]) -> None:
-            journal.append(record)
-            run.attempts[key_of(record)] = record
+            run.attempts.put(key_of(record), record, journal.append(record))
             progress.advance()
 
         if runner is None:
@@ -244,12 +245,12 @@ def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None) -> 
     def populate(staging: RunPaths, run_id: str) -> None:
         meta = {**_meta(run_id, resolved, no_grade=False), "regradeOf": source.id,
                 "phases": {"collect": source.meta["phases"].get("collect", "complete"), "grade": "partial"},
-                "runner": source.meta.get("runner", {"name": "local"})}
+                "runner": source.meta.get("runner", {"name": "local"}), "grading": _grading_meta(resolved)}
         meta["eval"]["collectedDigest"] = source.meta["eval"].get("digest")
         run = Run(staging, meta)
-        for key, record in source.attempts.items():
+        run.adopt_attempts(source.attempts)  # the same records: shared, not copied
+        for record in run.attempts.values():
             link_attempt_files(source.paths.root, staging.root, record)
-            run.attempts[key] = record
         run.write()
         staged.append(run)
 

@@ -96,14 +96,14 @@ class GradersConfig:
     replay from it, keep them disabled (seed 002 §3)."""
 
     specs: tuple[GraderSpec, ...]
+    # Derived once: every graded trial reads them.
+    enabled: tuple[GraderSpec, ...] = field(init=False, repr=False, compare=False)
+    enabled_ids: frozenset[str] = field(init=False, repr=False, compare=False)
 
-    @property
-    def enabled(self) -> tuple[GraderSpec, ...]:
-        return tuple(s for s in self.specs if s.enabled)
-
-    @property
-    def enabled_ids(self) -> frozenset[str]:
-        return frozenset(s.id for s in self.specs if s.enabled)
+    def __post_init__(self) -> None:
+        enabled = tuple(s for s in self.specs if s.enabled)
+        object.__setattr__(self, "enabled", enabled)
+        object.__setattr__(self, "enabled_ids", frozenset(s.id for s in enabled))
 
     def get(self, grader_id: str) -> GraderSpec | None:
         return next((s for s in self.specs if s.id == grader_id), None)

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+import orjson
+
 from mst.graders.base import GraderInput, Measurement
 from mst.graders.config import GradersConfig, GraderSpec
 from mst.graders.registry import BUILTINS
@@ -163,6 +165,30 @@ class GraderRun:
         ]
 
 
+    def events_jsonl(self) -> bytes:
+        """:meth:`events` as JSONL, byte for byte what encoding each event gives; the manifest,
+        the same for every trial of a run, is encoded once."""
+        index = self.base_index
+        lines = [b'{"type":"grader.manifest","data":' + _encoded_manifest(self.manifest) + _PROVENANCE % index]
+        for i, result in enumerate(self.results, start=index + 1):
+            lines.append(b'{"type":"grader.result","data":' + orjson.dumps(result) + _PROVENANCE % i)
+        return b"".join(lines)
+
+
+_PROVENANCE: Final = (b',"provenance":{"component":"' + GRADING_COMPONENT.encode()
+                      + b'","phase":"grading","index":%d}}\n')
+_ENCODED: dict[int, tuple[dict[str, Any], bytes]] = {}
+
+
+def _encoded_manifest(manifest: dict[str, Any]) -> bytes:
+    cached = _ENCODED.get(id(manifest))
+    if cached is None or cached[0] is not manifest:
+        if len(_ENCODED) >= 16:
+            _ENCODED.clear()
+        cached = _ENCODED[id(manifest)] = (manifest, orjson.dumps(manifest))  # holding it keeps its id unique
+    return cached[1]
+
+
 def run_graders(
     session: Sequence[Mapping[str, Any]],
     config: GradersConfig,
@@ -187,7 +213,7 @@ def run_builtin_graders(
 ) -> dict[str, dict[str, Any]]:
     """The built-in phase: pure computation in this process, custom graders skipped entirely."""
     results: dict[str, dict[str, Any]] = {}
-    with paused_gc():  # same reason as for the lookups: no collection sweeps over the session
+    with paused_gc(len(session)):  # same reason as for the lookups: no collection sweeps over the session
         for spec in config.enabled:
             if spec.kind == "builtin":
                 results[spec.id] = run_one(spec, GraderInput(session, lookups, spec.config, expected))

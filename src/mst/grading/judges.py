@@ -33,7 +33,7 @@ from mst import endings
 from mst.config.models import JudgeConfig, PairwiseConfig
 from mst.config.resolved import ResolvedCase, ResolvedJudge
 from mst.session.events import ASSISTANT_MESSAGE, PHASE_AGENT, TOOL_COMPLETE, TOOL_START, Event
-from mst.session.io import TranscriptError, read_transcript
+from mst.session.io import TranscriptError, load_transcript
 
 ENTRY_POINT_GROUP: Final = "mst.judges"
 IDENTITY_VERSION: Final = "mst.judge/v1"
@@ -196,6 +196,7 @@ class TrialView:
 
     __slots__ = (
         "_events",
+        "_raw",
         "_text",
         "_tool_calls",
         "answer",
@@ -243,9 +244,11 @@ class TrialView:
         if transcript is None or isinstance(transcript, Path):
             self.transcript_path: Path | None = transcript
             self._events: Sequence[Event] | None = None
+            self._raw: bytes | None = None
         else:
             self.transcript_path = None
             self._events = transcript
+            self._raw = None
 
     @classmethod
     def of(
@@ -280,8 +283,14 @@ class TrialView:
                 raise TranscriptUnavailable(
                     f"trial {self.variant}/{self.case_id}/{self.trial} has no transcript"
                 )
-            self._events = read_transcript(self.transcript_path)
+            self._events, self._raw = load_transcript(self.transcript_path)
         return self._events
+
+    @property
+    def jsonl(self) -> bytes | None:
+        """The transcript file's bytes when :attr:`events` came from plain JSONL, else None."""
+        _ = self.events
+        return self._raw
 
     @property
     def tool_calls(self) -> list[dict[str, Any]]:

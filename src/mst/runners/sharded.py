@@ -8,7 +8,7 @@ callback as local collecting, and a grade shard's recorded judge calls become a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +82,7 @@ def _missing(shard: Shard) -> str:
     return f"Missing: grade shard {shard.spec.index + 1} sent no record of this judge call"
 
 
-def collect_in_shards(runner: Runner, resolved: ResolvedEval, run: Run, specs: Sequence[AttemptSpec],
+def collect_in_shards(runner: Runner, resolved: ResolvedEval, run: Run, specs: Iterable[AttemptSpec],
                       secrets: dict[str, str], on_attempt: Callable[[dict[str, Any]], None],
                       concurrency: int | None) -> Sharded:
     """Collect ``specs`` in shards of whole cases; each record goes to ``on_attempt`` as it arrives."""

@@ -31,17 +31,14 @@ def atomic_write_chunks(path: Path | str, chunks: Iterable[bytes], *, fsync: boo
         os.makedirs(head or ".", exist_ok=True)
         fd = os.open(tmp, flags, 0o666)
     try:
-        buffered: list[bytes] = []
-        size = 0
+        buffered = bytearray()  # copies: orjson's bytes keep KBs of spare buffer each
         for chunk in chunks:
-            buffered.append(chunk)
-            size += len(chunk)
-            if size >= 1 << 20:
-                _write_all(fd, b"".join(buffered))
+            buffered += chunk
+            if len(buffered) >= 1 << 20:
+                _write_all(fd, buffered)
                 buffered.clear()
-                size = 0
         if buffered:
-            _write_all(fd, buffered[0] if len(buffered) == 1 else b"".join(buffered))
+            _write_all(fd, buffered)
         if fsync:
             os.fsync(fd)
     except BaseException:
@@ -52,15 +49,62 @@ def atomic_write_chunks(path: Path | str, chunks: Iterable[bytes], *, fsync: boo
     os.replace(tmp, target)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+def write_trial_file(path: str, data: bytes) -> None:
+    """Write one of a trial's files (transcript, graded session, grader results).
+
+    A new file is created exclusively and written in place: its trial's journal line is
+    appended only after it, so a file a crash cut short belongs to a trial that resume does
+    again, and no reader is pointed at it. A file that exists already (an attempt collected
+    again, a trial graded again in place) is replaced atomically, because a journal line may
+    point at it. No fsync, for the same reason as :func:`atomic_write_bytes`.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        fd = os.open(path, flags, 0o666)
+    except FileExistsError:
+        atomic_write_bytes(path, data, fsync=False)
+        return
+    try:
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """A whole file in as few system calls as it takes (no buffered file object): runs read
+    one transcript per trial graded."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1)
+        if len(data) <= size:
+            return data
+        chunks = [data]  # the file grew since fstat: read on to its end
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    with memoryview(data) as whole:
+        view = whole
+        while view:
+            view = view[os.write(fd, view):]
+        del view
+
+
+def json_file_bytes(value: Any) -> bytes:
+    """How every JSON file of a run is written: indented, keys sorted, a final newline."""
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
 
 
 def atomic_write_json(path: Path | str, value: Any, *, fsync: bool = True) -> None:
-    atomic_write_bytes(path, orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n",
-                       fsync=fsync)
+    atomic_write_bytes(path, json_file_bytes(value), fsync=fsync)
 
 
 _JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
@@ -119,8 +163,11 @@ class Journal:
         self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
-    def append(self, record: dict[str, Any]) -> None:
-        os.write(self._fd, orjson.dumps(record) + b"\n")
+    def append(self, record: dict[str, Any]) -> bytes:
+        """Journal ``record``; returns its encoding, for a store that keeps the same bytes."""
+        data = orjson.dumps(record)
+        os.write(self._fd, data + b"\n")
+        return data
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -149,7 +149,10 @@ def link_attempt_files(src_root: Path, dst_root: Path, record: dict[str, Any]) -
     a grade bundle) by hard link, never by copy."""
     src, dst = os.fspath(src_root), os.fspath(dst_root)
     transcript, artifacts = record.get("transcript"), record.get("artifacts")
-    if transcript and os.path.isfile(f"{src}/{transcript}"):
-        link_file(f"{src}/{transcript}", f"{dst}/{transcript}")
+    if transcript:
+        try:
+            link_file(f"{src}/{transcript}", f"{dst}/{transcript}")
+        except FileNotFoundError:  # the attempt's transcript is gone: its grading will say so
+            pass
     if artifacts and os.path.isdir(f"{src}/{artifacts}"):
         link_tree(f"{src}/{artifacts}", f"{dst}/{artifacts}")

@@ -1,10 +1,11 @@
 """A run's records kept off the heap: memory stays flat as the number of attempts grows.
 
 A 100,000-attempt run holds an attempt record and a grading record per attempt (1-2 KB of JSON
-each, five to ten times that as Python dicts). :class:`RecordStore` is a mapping that keeps only
-an index in memory and the records, as JSON, in an unlinked temporary file (in the page cache,
-not in the process). Reading a record decodes a fresh dict: mutating it does not change the
-store; assign it back instead.
+each, five to ten times that as Python dicts). :class:`RecordStore` is a mapping that keeps the
+records, as JSON, in an unlinked temporary file (in the page cache, not in the process) and in
+memory only where each one is: 8 bytes in an array, at a slot its key was given once by a
+:class:`KeyIndex` that the run's stores share. Reading a record decodes a fresh dict: mutating
+it does not change the store; assign it back instead.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from array import array
 from collections.abc import Callable, Hashable, Iterator, MutableMapping
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Generic, TypeVar
 
 import orjson
 
@@ -21,32 +23,62 @@ K = TypeVar("K", bound=Hashable)
 
 _FLUSH_AT = 1 << 20  # bytes buffered before one write to the spill file
 _LEN_BITS = 32
+_ABSENT = -1
+_SHARED_SUMMARIES = 4096  # distinct summary values shared between records (endings repeat)
 
 
-def _intern_key(key: Any) -> Any:
-    """Share the strings of (variant, case, trial) keys: one copy per id, not per record."""
-    if type(key) is tuple:
-        return tuple(sys.intern(p) if type(p) is str else p for p in key)
-    return key
+class KeyIndex(Generic[K]):
+    """Keys numbered in the order first seen. Stores sharing one index keep a key (and its
+    strings, interned) once, however many stores hold a record for it."""
+
+    __slots__ = ("_slots", "keys")
+
+    def __init__(self) -> None:
+        self._slots: dict[K, int] = {}
+        self.keys: list[K] = []
+
+    def slot(self, key: K) -> int:
+        slot = self._slots.get(key)
+        if slot is None:
+            if isinstance(key, tuple):  # (variant, case, trial): one copy of each id string
+                key = tuple(sys.intern(p) if type(p) is str else p for p in key)  # type: ignore[assignment]
+            slot = self._slots[key] = len(self.keys)
+            self.keys.append(key)
+        return slot
+
+    def find(self, key: object) -> int | None:
+        return self._slots.get(key)  # type: ignore[arg-type]
 
 
 class RecordStore(MutableMapping[K, dict[str, Any]]):
     """``key -> JSON object`` with the objects spilled to a temporary file."""
 
-    __slots__ = ("_file", "_flushed", "_index", "_pending", "_size", "_summaries", "_summarize")
+    __slots__ = ("_file", "_flushed", "_keys", "_len", "_packed", "_pending", "_shared", "_size",
+                 "_summaries", "_summarize")
 
-    def __init__(self, items: Any = None, *, summarize: Callable[[dict[str, Any]], Any] | None = None) -> None:
+    def __init__(self, items: Any = None, *, summarize: Callable[[dict[str, Any]], Any] | None = None,
+                 keys: KeyIndex[K] | None = None) -> None:
         """``summarize`` keeps a small value per record in memory (an attempt's ending), so
         readers that need only that never decode the record again."""
-        self._index: dict[K, int] = {}  # key -> offset << 32 | length
+        self._keys: KeyIndex[K] = keys if keys is not None else KeyIndex()
+        self._packed = array("q")  # slot -> offset << 32 | length, or _ABSENT
+        self._len = 0
         self._summarize = summarize
-        self._summaries: dict[K, Any] = {}
+        self._summaries: list[Any] = []
+        self._shared: dict[Any, Any] = {}
         self._file: IO[bytes] | None = None
         self._size = 0  # bytes written or pending
         self._flushed = 0  # bytes already in the file
-        self._pending: list[bytes] = []
+        # A copy of each record's bytes, not the bytes objects: orjson's output keeps a buffer
+        # of several KB whatever its length, so a list of them would cost ten times the data.
+        self._pending = bytearray()
         if items:
             self.update(items)
+
+    @property
+    def key_index(self) -> KeyIndex[K]:
+        """The key index, for another store of the same keys to share."""
+        return self._keys
 
     # -- storage -------------------------------------------------------------------------------
 
@@ -55,15 +87,16 @@ class RecordStore(MutableMapping[K, dict[str, Any]]):
             return
         if self._file is None:
             self._file = tempfile.TemporaryFile(prefix="mst-records-")  # noqa: SIM115 - lives with the store
-        data = b"".join(self._pending)
-        self._pending.clear()
         fd = self._file.fileno()
-        view = memoryview(data)
         offset = self._flushed
-        while view:
-            n = os.pwrite(fd, view, offset)
-            offset += n
-            view = view[n:]
+        with memoryview(self._pending) as pending:
+            view = pending
+            while view:
+                n = os.pwrite(fd, view, offset)
+                offset += n
+                view = view[n:]
+            del view
+        self._pending.clear()
         self._flushed = offset
 
     def _read(self, packed: int) -> dict[str, Any]:
@@ -74,50 +107,87 @@ class RecordStore(MutableMapping[K, dict[str, Any]]):
         value: dict[str, Any] = orjson.loads(os.pread(self._file.fileno(), length, offset))
         return value
 
-    # -- mapping -------------------------------------------------------------------------------
+    def _packed_at(self, key: object) -> int:
+        slot = self._keys.find(key)
+        if slot is None or slot >= len(self._packed):
+            return _ABSENT
+        return self._packed[slot]
 
-    def __setitem__(self, key: K, value: dict[str, Any]) -> None:
-        data = orjson.dumps(value)
-        packed = self._size << _LEN_BITS | len(data)
-        self._pending.append(data)
+    # -- writing -------------------------------------------------------------------------------
+
+    def put(self, key: K, value: dict[str, Any], data: bytes) -> None:
+        """Store ``value`` whose JSON encoding the caller already has (it journaled the same
+        bytes): the record is encoded once, not once per place it goes."""
+        slot = self._keys.slot(key)
+        packed = self._packed
+        if slot >= len(packed):
+            packed.extend([_ABSENT] * (slot + 1 - len(packed)))
+        if packed[slot] == _ABSENT:
+            self._len += 1
+        packed[slot] = self._size << _LEN_BITS | len(data)
+        self._pending += data
         self._size += len(data)
         if self._size - self._flushed >= _FLUSH_AT:
             self._flush()
-        if key not in self._index:
-            key = _intern_key(key)
-        self._index[key] = packed
         if self._summarize is not None:
-            self._summaries[key] = self._summarize(value)
+            self._keep_summary(slot, self._summarize(value))
+
+    def _keep_summary(self, slot: int, summary: Any) -> None:
+        try:  # equal summaries (the same ending, again and again) share one object
+            summary = self._shared.setdefault(summary, summary) if len(self._shared) < _SHARED_SUMMARIES \
+                else self._shared.get(summary, summary)
+        except TypeError:  # not hashable: kept as is
+            pass
+        summaries = self._summaries
+        if slot >= len(summaries):
+            summaries.extend([None] * (slot + 1 - len(summaries)))
+        summaries[slot] = summary
+
+    # -- mapping -------------------------------------------------------------------------------
+
+    def __setitem__(self, key: K, value: dict[str, Any]) -> None:
+        self.put(key, value, orjson.dumps(value))
 
     def summary(self, key: K) -> Any:
         """The ``summarize`` value of the record at ``key`` (KeyError when absent)."""
         if self._summarize is None:
-            return self._summarize_missing()
-        return self._summaries[key]
-
-    @staticmethod
-    def _summarize_missing() -> Any:
-        raise TypeError("this RecordStore keeps no summaries")
+            raise TypeError("this RecordStore keeps no summaries")
+        if self._packed_at(key) == _ABSENT:
+            raise KeyError(key)
+        slot = self._keys.find(key)
+        assert slot is not None
+        return self._summaries[slot]
 
     def __getitem__(self, key: K) -> dict[str, Any]:
-        return self._read(self._index[key])
+        packed = self._packed_at(key)
+        if packed == _ABSENT:
+            raise KeyError(key)
+        return self._read(packed)
 
     def get(self, key: K, default: Any = None) -> Any:  # type: ignore[override]
-        packed = self._index.get(key)
-        return default if packed is None else self._read(packed)
+        packed = self._packed_at(key)
+        return default if packed == _ABSENT else self._read(packed)
 
     def __delitem__(self, key: K) -> None:
-        del self._index[key]
-        self._summaries.pop(key, None)
+        slot = self._keys.find(key)
+        if slot is None or slot >= len(self._packed) or self._packed[slot] == _ABSENT:
+            raise KeyError(key)
+        self._packed[slot] = _ABSENT
+        self._len -= 1
+        if slot < len(self._summaries):
+            self._summaries[slot] = None
 
     def __contains__(self, key: object) -> bool:
-        return key in self._index
+        return self._packed_at(key) != _ABSENT
 
     def __iter__(self) -> Iterator[K]:
-        return iter(self._index)
+        keys = self._keys.keys
+        for slot, packed in enumerate(self._packed):
+            if packed != _ABSENT:
+                yield keys[slot]
 
     def __len__(self) -> int:
-        return len(self._index)
+        return self._len
 
     def __repr__(self) -> str:
         return f"RecordStore({len(self)} records)"

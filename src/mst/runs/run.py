@@ -8,7 +8,6 @@ appears exactly once.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +18,7 @@ from mst import endings
 from mst.config.errors import Problem, UserError
 from mst.runs.files import atomic_write_json_list, read_journal, read_json
 from mst.runs.layout import RUN_SCHEMA, Key, RunPaths, key_of
-from mst.runs.records import RecordStore
+from mst.runs.records import KeyIndex, RecordStore
 
 PhaseState = Literal["complete", "partial", "skipped", "pending"]
 
@@ -45,9 +44,20 @@ class Run:
 
     paths: RunPaths
     meta: dict[str, Any]
-    attempts: RecordStore[Key] = field(default_factory=lambda: RecordStore(summarize=endings.from_record))
-    trial_grades: MutableMapping[Key, dict[str, Any]] = field(default_factory=RecordStore)
-    comparisons: MutableMapping[tuple[str, str], dict[str, Any]] = field(default_factory=RecordStore)
+    attempts: RecordStore[Key] = field(init=False)
+    trial_grades: RecordStore[Key] = field(init=False)
+    comparisons: RecordStore[tuple[str, str]] = field(default_factory=RecordStore)
+
+    def __post_init__(self) -> None:
+        keys: KeyIndex[Key] = KeyIndex()  # an attempt and its grading share one key
+        self.attempts = RecordStore(summarize=endings.from_record, keys=keys)
+        self.trial_grades = RecordStore(keys=keys)
+
+    def adopt_attempts(self, attempts: RecordStore[Key]) -> None:
+        """Take another run's attempt records as they are (a regrade grades the same attempts);
+        grading starts empty."""
+        self.attempts = attempts
+        self.trial_grades = RecordStore(keys=attempts.key_index)
 
     @property
     def id(self) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import orjson
 
+from mst.runs.files import read_bytes, write_trial_file
 from mst.session.events import Event, is_event
 
 
@@ -21,24 +22,9 @@ def dumps_jsonl(events: Iterable[Event]) -> bytes:
 
 
 def write_transcript(path: Path | str, events: Iterable[Event]) -> None:
-    """Atomically write a transcript (temp file + rename): a crash never leaves half of one."""
-    data = dumps_jsonl(events)
-    target = os.fspath(path)
-    head, name = os.path.split(target)
-    tmp = os.path.join(head, f".{name}.{os.getpid()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(tmp, flags, 0o666)
-    except FileNotFoundError:  # the directory is new: make it only then
-        os.makedirs(head or ".", exist_ok=True)
-        fd = os.open(tmp, flags, 0o666)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
-    os.replace(tmp, target)
+    """Write a transcript as JSONL; see :func:`write_trial_file` for why a crash never leaves
+    half of one where a run points."""
+    write_trial_file(os.fspath(path), dumps_jsonl(events))
 
 
 def parse_transcript(raw: bytes, source: str) -> list[Event]:
@@ -62,7 +48,10 @@ def parse_transcript(raw: bytes, source: str) -> list[Event]:
                 "give a unified-session JSONL file or a JSON array of events"
             )
         return [_check(value, f"{source}:1")]
-    events: list[Event] = []
+    events = _jsonl_events(raw)
+    if events is not None:
+        return events
+    events = []  # the slow path, line by line, finds and names what is wrong
     for lineno, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
             continue
@@ -70,12 +59,36 @@ def parse_transcript(raw: bytes, source: str) -> list[Event]:
     return events
 
 
-def read_transcript(path: Path) -> list[Event]:
+def _jsonl_events(raw: bytes) -> list[Event] | None:
+    """Well-formed JSONL decoded in one call (a JSON string never holds a raw newline, so the
+    lines joined by commas are an array), or None when any line is blank, bad or not an event.
+    One decode instead of one per line: this runs once per trial graded."""
+    body = raw.rstrip()
+    if not body:
+        return None
     try:
-        raw = path.read_bytes()
+        value = orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
+    except orjson.JSONDecodeError:
+        return None
+    if len(value) != body.count(b"\n") + 1 or not all(map(is_event, value)):
+        return None
+    return value  # type: ignore[no-any-return]
+
+
+def read_transcript(path: Path | str) -> list[Event]:
+    return load_transcript(path)[0]
+
+
+def load_transcript(path: Path | str) -> tuple[list[Event], bytes | None]:
+    """The events, and the file's bytes when they are plain JSONL (one event per line, ending
+    in a newline): a copy of the session can then reuse the bytes instead of encoding again."""
+    try:
+        raw = read_bytes(path)
     except FileNotFoundError:
         raise TranscriptError(f"{path}: transcript file is missing") from None
-    return parse_transcript(raw, str(path))
+    events = parse_transcript(raw, os.fspath(path))
+    plain = raw.endswith(b"\n") and raw.count(b"\n") == len(events) and not raw.startswith(b"[")
+    return events, raw if plain else None
 
 
 def _load_line(line: bytes, where: str) -> object:

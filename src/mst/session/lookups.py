@@ -795,15 +795,22 @@ def _timestamp_span(session: Sequence[Any]) -> float | None:
 # The pass
 
 
+_SMALL_SESSION = 1000  # events: too few for a collection to sweep them often
+
+
 @contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a linear pass over a large session.
+def paused_gc(size: int) -> Iterator[None]:
+    """Pause the cyclic garbage collector for a linear pass over a session of ``size`` events.
 
     The pass allocates many small acyclic records; each automatic collection would otherwise
     traverse the whole (large, live) session, which made building lookups several times slower
     than the work itself and its cost grow faster than linearly. Collection is re-enabled on
-    exit (also on error) if it was enabled before; nothing allocated here forms a cycle.
+    exit (also on error) if it was enabled before; nothing allocated here forms a cycle. A small
+    session (most trials) is left alone: pausing would cost more than it saves.
     """
+    if size < _SMALL_SESSION:
+        yield
+        return
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -817,7 +824,7 @@ def create_session_lookups(session: Sequence[Any]) -> SessionLookups:
     """Build the shared lookups in one linear pass (plus a timestamp pass only when no explicit
     duration was recorded), with the garbage collector paused (see :func:`paused_gc`). Items
     that are not objects, or whose type is not a string, are skipped, never indexed."""
-    with paused_gc():
+    with paused_gc(len(session)):
         return _build(session)
 
 
