@@ -133,7 +133,7 @@ def trial_view(run: Run, key: Key, case: ResolvedCase) -> TrialView:
     artifacts = record.get("artifacts")
     return TrialView.of(
         case, variant=key[0], trial=key[2], answer=record.get("answer"), ending=record["ending"],
-        transcript=run.paths.root / transcript if transcript else None, usage=record.get("usage"),
+        transcript=f"{run.root}/{transcript}" if transcript else None, usage=record.get("usage"),
         artifacts_dir=run.paths.root / artifacts if artifacts else None,
     )
 
@@ -242,7 +242,7 @@ def _run_graders(run: Run, resolved: ResolvedEval, key: Key, view: TrialView, re
         return
     result = run_graders(session, config, expected=view.expected)
     rel = RunPaths.graders_rel(*key)
-    root = os.fspath(run.paths.root)
+    root = run.root
     folder = f"{root}/{rel}"  # strings: pathlib joins cost µs per trial
     _make_folder(folder)
     # Like the transcript, these files precede the trial's journal line (see write_trial_file).

@@ -7,6 +7,7 @@ reads the resolved eval and never a dataset or a plugin registry again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,7 @@ def _cases(config: EvalConfig, path: Path, base_dir: Path, problems: list[Proble
                                             int(line) if line.isdigit() else None))
     seen: dict[str, str] = {}
     resolved = []
+    shared = _shared()
     judges_cache: dict[str, ResolvedJudge] = {}
     for case, where in raw_cases:
         if case.id in seen:
@@ -90,10 +92,21 @@ def _cases(config: EvalConfig, path: Path, base_dir: Path, problems: list[Proble
             judges.append(judges_cache[key])
         resolved.append(ResolvedCase(
             id=case.id, prompt=case.prompt, expected=case.expected, metadata=case.metadata,
-            trials=case.trials or config.trials, assertions=(*config.assertions, *case.assertions),
-            judges=tuple(judges), mock=case.mock,
+            trials=case.trials or config.trials, assertions=shared(tuple([*config.assertions, *case.assertions])),
+            judges=shared(tuple(judges)), mock=case.mock,
         ))
     return resolved
+
+
+def _shared() -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """Cases with the same assertions (or judges) get one tuple: most cases only have the
+    eval's own, and an eval may have tens of thousands of cases."""
+    seen: dict[tuple[int, ...], tuple[Any, ...]] = {}
+
+    def share(items: tuple[Any, ...]) -> tuple[Any, ...]:
+        return seen.setdefault(tuple(map(id, items)), items)  # the items outlive the resolution
+
+    return share
 
 
 def _check_mock(mock: dict[str, Any], where: str, problems: list[Problem]) -> None:

@@ -16,7 +16,7 @@ fraction) to avoid a scipy dependency for a few functions.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from statistics import NormalDist
 from typing import Any, Final
@@ -135,19 +135,34 @@ def clustered_mean(
     (``None``); when every case has the same mean it is the point itself, since no general
     fallback like Wilson's exists for unbounded values.
     """
-    sums: list[tuple[float, int]] = []
+    sums: list[float] = []
+    counts: list[int] = []
     for case_id, values in values_by_case.items():
-        present = [_finite(v, case_id) for v in values if v is not None]
-        if present:
-            sums.append((math.fsum(present), len(present)))
+        case = case_sum(values, case_id)
+        if case is not None:
+            sums.append(case[0])
+            counts.append(case[1])
+    return clustered_mean_of_sums(sums, counts, confidence)
+
+
+def case_sum(values: Iterable[float | None], where: str) -> tuple[float, int] | None:
+    """One case's (sum, count) of its present values, None when it has none: all that
+    :func:`clustered_mean_of_sums` needs of a case, so a caller may keep just that."""
+    present = [_finite(v, where) for v in values if v is not None]
+    return (math.fsum(present), len(present)) if present else None
+
+
+def clustered_mean_of_sums(sums: Sequence[float], counts: Sequence[int],
+                           confidence: float = CONFIDENCE) -> dict[str, Any]:
+    """:func:`clustered_mean` from each case's (sum, count) of present values."""
     g = len(sums)
-    total = sum(n for _, n in sums)
+    total = int(sum(counts))
     if g == 0:
         return {"mean": None, "low": None, "high": None, "cases": 0, "n": 0}
-    mean = math.fsum(s for s, _ in sums) / total
+    mean = math.fsum(sums) / total
     if g < 2:
         return {"mean": mean, "low": None, "high": None, "cases": g, "n": total}
-    ss = math.fsum((s - mean * n) ** 2 for s, n in sums)
+    ss = math.fsum((s - mean * n) ** 2 for s, n in zip(sums, counts, strict=True))
     se = math.sqrt(g / (g - 1) * ss) / total
     half = t_quantile(0.5 + confidence / 2, g - 1) * se
     return {"mean": mean, "low": mean - half, "high": mean + half, "cases": g, "n": total}

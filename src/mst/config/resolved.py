@@ -27,7 +27,7 @@ class ResolvedJudge:
     identity: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per case, and an eval may have tens of thousands
 class ResolvedCase:
     id: str
     prompt: str

@@ -10,24 +10,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
 
 from mst.session.lookups import SessionLookups
 
 Direction = Literal["higher", "lower"]
 
 
-@dataclass(frozen=True, slots=True)
-class GraderInput:
+class GraderInput(NamedTuple):  # named tuples: ten of each are made for every trial graded
     session: Sequence[Mapping[str, Any]]
     lookups: SessionLookups
     config: Mapping[str, Any]
     expected: Any
 
 
-@dataclass(frozen=True, slots=True)
-class Measurement:
+class Measurement(NamedTuple):
     """A value (None when the evidence is missing) and a message saying what it is based on."""
 
     value: float | None
@@ -72,7 +70,8 @@ class BuiltinGrader:
     max: float | None = None
     config: Mapping[str, ConfigCheck] | None = None
     version: int = 1
+    # Its stable identity, made once (every result of every trial carries it); read-only.
+    implementation: dict[str, Any] = field(init=False, repr=False, compare=False)
 
-    @property
-    def implementation(self) -> dict[str, Any]:
-        return {"id": f"mst.builtin/{self.id}", "version": self.version}
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "implementation", {"id": f"mst.builtin/{self.id}", "version": self.version})

@@ -74,19 +74,18 @@ class GraderSpec:
     run: str | None = None
     source_digest: str | None = None
     run_source: str | None = None  # operational-value's frozen bytes (UTF-8), never written to a manifest
+    # Stable identity: built-ins by id and version; custom code also by its source digest. Made
+    # once (every result of every trial carries it); read-only.
+    implementation: dict[str, Any] = field(init=False, repr=False, compare=False)
 
-    @property
-    def implementation(self) -> dict[str, Any]:
-        """Stable identity: built-ins by id and version; custom code also by its source digest."""
+    def __post_init__(self) -> None:
         if self.kind == "builtin":
-            return BUILTINS[self.id].implementation
-        impl: dict[str, Any] = {
-            "id": "mst.custom/javascript" if self.kind == "custom" else "mst.custom/bash",
-            "version": 1,
-        }
-        if self.source_digest is not None:
-            impl["sourceDigest"] = self.source_digest
-        return impl
+            impl = BUILTINS[self.id].implementation
+        else:
+            impl = {"id": "mst.custom/javascript" if self.kind == "custom" else "mst.custom/bash", "version": 1}
+            if self.source_digest is not None:
+                impl["sourceDigest"] = self.source_digest
+        object.__setattr__(self, "implementation", impl)
 
 
 @dataclass(frozen=True, slots=True)

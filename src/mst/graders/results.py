@@ -84,6 +84,9 @@ def _threshold(spec: GraderSpec, value: float) -> str | None:
 
 
 def _out_of_range(spec: GraderSpec, value: float) -> str | None:
+    if (spec.min is None or value >= spec.min) and (spec.max is None or value <= spec.max) \
+            and value - value == 0.0:  # in range and finite: the common case, decided at once
+        return None
     if not math.isfinite(value):
         return f"grader returned a non-finite value ({value})"
     if spec.min is not None and value < spec.min:
@@ -97,8 +100,7 @@ def make_result(spec: GraderSpec, measurement: Measurement | None, error: str | 
     """One schema-v2 result. ``status`` is ``pass`` when a value exists and no threshold is
     missed (a metric with no threshold has nothing to fail), ``fail`` when its threshold is
     missed, ``unavailable`` without a value, ``error`` when the computation failed."""
-    value = measurement.value if measurement is not None else None
-    message = measurement.message if measurement is not None else ""
+    value, message = measurement if measurement is not None else (None, "")
     if error is None and value is not None:
         error = _out_of_range(spec, value)
     outcome: str | None = None
@@ -106,6 +108,8 @@ def make_result(spec: GraderSpec, measurement: Measurement | None, error: str | 
         status, value, message = STATUS_ERROR, None, error
     elif value is None:
         status = STATUS_UNAVAILABLE
+    elif spec.threshold is None:
+        status = STATUS_PASS
     else:
         outcome = _threshold(spec, value)
         status = STATUS_FAIL if outcome == THRESHOLD_MISSED else STATUS_PASS

@@ -196,6 +196,7 @@ class TrialView:
 
     __slots__ = (
         "_events",
+        "_path",
         "_raw",
         "_text",
         "_tool_calls",
@@ -206,7 +207,6 @@ class TrialView:
         "expected",
         "metadata",
         "prompt",
-        "transcript_path",
         "trial",
         "usage",
         "variant",
@@ -220,7 +220,7 @@ class TrialView:
         trial: int,
         answer: str | None,
         ending: Mapping[str, Any] | endings.Ending,
-        transcript: Path | Sequence[Event] | None,
+        transcript: Path | str | Sequence[Event] | None,
         usage: Mapping[str, Any] | None = None,
         artifacts_dir: Path | None = None,
         expected: Any = None,
@@ -241,14 +241,18 @@ class TrialView:
         self.prompt = prompt
         self._tool_calls: list[dict[str, Any]] | None = None
         self._text: str | None = None
-        if transcript is None or isinstance(transcript, Path):
-            self.transcript_path: Path | None = transcript
+        if transcript is None or isinstance(transcript, Path | str):  # a file, read when first needed
+            self._path: Path | str | None = transcript
             self._events: Sequence[Event] | None = None
-            self._raw: bytes | None = None
         else:
-            self.transcript_path = None
+            self._path = None
             self._events = transcript
-            self._raw = None
+        self._raw: bytes | None = None
+
+    @property
+    def transcript_path(self) -> Path | None:
+        """The transcript file, when the trial was given one."""
+        return None if self._path is None else Path(self._path)
 
     @classmethod
     def of(
@@ -259,7 +263,7 @@ class TrialView:
         trial: int,
         answer: str | None,
         ending: Mapping[str, Any] | endings.Ending,
-        transcript: Path | Sequence[Event] | None,
+        transcript: Path | str | Sequence[Event] | None,
         usage: Mapping[str, Any] | None = None,
         artifacts_dir: Path | None = None,
     ) -> TrialView:
@@ -279,11 +283,11 @@ class TrialView:
     def events(self) -> Sequence[Event]:
         """The transcript's canonical events, read from the file on first access."""
         if self._events is None:
-            if self.transcript_path is None:
+            if self._path is None:
                 raise TranscriptUnavailable(
                     f"trial {self.variant}/{self.case_id}/{self.trial} has no transcript"
                 )
-            self._events, self._raw = load_transcript(self.transcript_path)
+            self._events, self._raw = load_transcript(self._path)
         return self._events
 
     @property

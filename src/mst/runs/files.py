@@ -107,37 +107,6 @@ def atomic_write_json(path: Path | str, value: Any, *, fsync: bool = True) -> No
     atomic_write_bytes(path, json_file_bytes(value), fsync=fsync)
 
 
-_JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
-_LIST_MARK = "\x00mst: the streamed list goes here\x00"
-
-
-def atomic_write_json_list(path: Path | str, head: dict[str, Any], key: str, items: Iterable[Any], *,
-                           fsync: bool = True) -> None:
-    """Exactly the bytes of ``atomic_write_json(path, {**head, key: list(items)})``, written one
-    item at a time: a 100,000-item list is never in memory as one value or as one bytes object."""
-    doc = orjson.dumps({**head, key: _LIST_MARK}, option=_JSON_OPTIONS) + b"\n"
-    mark = orjson.dumps(_LIST_MARK)
-    if doc.count(mark) != 1:  # the head itself holds the mark: write it the plain way
-        atomic_write_json(path, {**head, key: list(items)}, fsync=fsync)
-        return
-    before, _, after = doc.partition(mark)
-    line = before[before.rfind(b"\n") + 1:]
-    indent = len(line) - len(line.lstrip(b" "))
-    pad = b"\n" + b" " * (indent + 2)
-
-    def chunks() -> Iterator[bytes]:
-        yield before
-        first = True
-        for item in items:
-            body = orjson.dumps(item, option=_JSON_OPTIONS).replace(b"\n", pad)
-            yield (b"[" if first else b",") + pad + body
-            first = False
-        yield b"[]" if first else b"\n" + b" " * indent + b"]"
-        yield after
-
-    atomic_write_chunks(path, chunks(), fsync=fsync)
-
-
 def read_json(path: Path, what: str) -> Any:
     try:
         raw = path.read_bytes()
@@ -182,30 +151,45 @@ class Journal:
 
 
 def read_journal(path: Path, *, repair: bool = False) -> Iterator[dict[str, Any]]:
-    """Records of a journal. A bad line is an error naming the file and line.
+    """Records of a journal (see :func:`read_journal_lines`)."""
+    for _, record, _ in read_journal_lines(path, repair=repair):
+        yield record
+
+
+def read_journal_lines(path: Path, *, repair: bool = False) -> Iterator[tuple[int, dict[str, Any], bytes]]:
+    """(line number, record, the line's bytes) of a journal, read in blocks (memory stays flat).
+    A bad line is an error naming the file and line.
 
     The only exception is a final line with no newline: that is a record whose write a crash
     cut short. With ``repair`` (resume) it is dropped from the file; otherwise it is an error.
     """
     try:
-        raw = path.read_bytes()
+        fh = open(path, "rb")  # noqa: SIM115 - closed below, after the last block
     except FileNotFoundError:
         return
-    lines = raw.split(b"\n")
-    torn = lines[-1] if lines and lines[-1] else None
-    if torn is not None:
+    with fh:
+        lineno, carry, size = 0, b"", 0
+        while block := fh.read(1 << 20):
+            size += len(block)
+            lines = (carry + block).split(b"\n")
+            carry = lines.pop()
+            for line in lines:
+                lineno += 1
+                if line.strip():
+                    yield lineno, _journal_record(path, line, lineno), line
+    if carry:
         if not repair:
             raise UserError(Problem(str(path), "last line is truncated (a crash cut it short); "
-                                    "run `mst run --resume` to complete the run", line=len(lines)))
-        with open(path, "r+b") as fh:
-            fh.truncate(len(raw) - len(torn))
-    for lineno, line in enumerate(lines[:-1], start=1):
-        if not line.strip():
-            continue
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise UserError(Problem(str(path), f"corrupt journal line: {exc.msg}", line=lineno)) from None
-        if not isinstance(value, dict):
-            raise UserError(Problem(str(path), "corrupt journal line: expected a JSON object", line=lineno))
-        yield value
+                                    "run `mst run --resume` to complete the run", line=lineno + 1))
+        with open(path, "r+b") as out:
+            out.truncate(size - len(carry))
+
+
+def _journal_record(path: Path, line: bytes, lineno: int) -> dict[str, Any]:
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise UserError(Problem(str(path), f"corrupt journal line: {exc.msg}", line=lineno)) from None
+    if not isinstance(value, dict):
+        raise UserError(Problem(str(path), "corrupt journal line: expected a JSON object", line=lineno))
+    return value

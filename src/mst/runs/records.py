@@ -99,13 +99,23 @@ class RecordStore(MutableMapping[K, dict[str, Any]]):
         self._pending.clear()
         self._flushed = offset
 
-    def _read(self, packed: int) -> dict[str, Any]:
+    def _bytes(self, packed: int) -> bytes:
         offset, length = packed >> _LEN_BITS, packed & ((1 << _LEN_BITS) - 1)
         if offset + length > self._flushed:
             self._flush()
         assert self._file is not None
-        value: dict[str, Any] = orjson.loads(os.pread(self._file.fileno(), length, offset))
+        return os.pread(self._file.fileno(), length, offset)
+
+    def _read(self, packed: int) -> dict[str, Any]:
+        value: dict[str, Any] = orjson.loads(self._bytes(packed))
         return value
+
+    def raw(self, key: K) -> bytes:
+        """The record's JSON as stored, not decoded: for writing it out again as it is."""
+        packed = self._packed_at(key)
+        if packed == _ABSENT:
+            raise KeyError(key)
+        return self._bytes(packed)
 
     def _packed_at(self, key: object) -> int:
         slot = self._keys.find(key)

@@ -8,16 +8,19 @@ appears exactly once.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mst import endings
 from mst.config.errors import Problem, UserError
-from mst.runs.files import atomic_write_json_list, read_journal, read_json
+from mst.runs.files import read_journal, read_journal_lines
 from mst.runs.layout import RUN_SCHEMA, Key, RunPaths, key_of
+from mst.runs.record_files import read_record_file, write_record_file
 from mst.runs.records import KeyIndex, RecordStore
 
 PhaseState = Literal["complete", "partial", "skipped", "pending"]
@@ -60,6 +63,11 @@ class Run:
         self.trial_grades = RecordStore(keys=attempts.key_index)
 
     @property
+    def root(self) -> str:
+        """The run directory as a string, for joining per-trial paths (cheaper than pathlib)."""
+        return os.fspath(self.paths.root)
+
+    @property
     def id(self) -> str:
         return str(self.meta["id"])
 
@@ -68,15 +76,10 @@ class Run:
         ending: endings.Ending = self.attempts.summary(key)
         return ending
 
-    def snapshot(self) -> dict[str, Any]:
-        """run.json's content: the metadata and every attempt once, in a stable order."""
-        ordered = [self.attempts[k] for k in sorted(self.attempts)]
-        return {**self.meta, "attempts": ordered}
-
     def write(self) -> None:
-        """Write :meth:`snapshot`, streamed one attempt at a time (same bytes, flat memory)."""
-        atomic_write_json_list(self.paths.run_json, self.meta, "attempts",
-                               (self.attempts[k] for k in sorted(self.attempts)))
+        """run.json: the metadata and every attempt once, in key order, each as it is stored."""
+        write_record_file(self.paths.run_json, self.meta, "attempts",
+                          (self.attempts.raw(k) for k in sorted(self.attempts)))
 
 
 def attempt_record(record: dict[str, Any], ending: endings.Ending) -> dict[str, Any]:
@@ -97,49 +100,53 @@ def open_run(path: Path, *, repair: bool = False, grading: bool = True) -> Run:
         raise UserError(Problem(str(path), "not a run directory (it does not exist)"))
     if not paths.run_json.is_file():
         raise UserError(Problem(str(path), "not a run directory (no run.json inside)"))
-    data = read_json(paths.run_json, "run.json")
-    if not isinstance(data, dict):
-        raise UserError(Problem(str(paths.run_json), "run.json is corrupt: expected an object"))
+    snapshot = read_record_file(paths.run_json, "run.json", "attempts")
+    meta = snapshot.head
     try:
-        _RunFile.model_validate({**data, "schema_": data.get("schema")})
+        _RunFile.model_validate({**meta, "schema_": meta.get("schema")})
     except ValidationError as exc:
         err = exc.errors(include_input=False)[0]
         loc = ".".join(str(p) for p in err["loc"]).replace("schema_", "schema")
         raise UserError(Problem(str(paths.run_json), f"run.json is not a {RUN_SCHEMA} file: {err['msg']}",
                                 loc)) from None
-    meta = {k: v for k, v in data.items() if k != "attempts"}
     run = Run(paths, meta)
-    for i, rec in enumerate(read_journal(paths.attempts, repair=repair)):
-        _add_attempt(run, rec, str(paths.attempts), f"line {i + 1}")
+    journal = str(paths.attempts)
+    for lineno, rec, raw in read_journal_lines(paths.attempts, repair=repair):
+        _add_attempt(run, rec, raw, journal, ("line", lineno))
     journaled = len(run.attempts) > 0
-    for i, rec in enumerate(data.get("attempts", [])):
-        _add_attempt(run, rec, str(paths.run_json), f"attempts[{i}]", only_new=journaled)
+    snapshot_file = str(paths.run_json)
+    for i, (rec, line) in enumerate(snapshot.records()):
+        where = ("line", line) if line is not None else ("attempts", i)
+        _add_attempt(run, rec, None, snapshot_file, where, only_new=journaled)
     if grading:
         _load_grading(run, repair=repair)
     return run
 
 
-def _add_attempt(run: Run, rec: Any, file: str, where: str, *, only_new: bool = False) -> None:
+def _add_attempt(run: Run, rec: Any, raw: bytes | None, file: str, where: tuple[str, int], *,
+                 only_new: bool = False) -> None:
+    """Store an attempt read from ``file`` at ``where`` (("line", n) or ("attempts", index));
+    ``raw`` is its bytes when they are its encoding, so it is not encoded again."""
     try:
         key = key_of(rec)
         if only_new and key in run.attempts:
             return
         ending = endings.from_record(rec)
     except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(Problem(file, f"corrupt attempt record ({where}): {exc}")) from None
+        place = f"line {where[1]}" if where[0] == "line" else f"attempts[{where[1]}]"
+        raise UserError(Problem(file, f"corrupt attempt record ({place}): {exc}")) from None
     if "ending" not in rec:
         attempt_record(rec, ending)  # an old run: map its ending once, when read
-    run.attempts[key] = rec
+        raw = None
+    run.attempts.put(key, rec, raw if raw is not None else orjson.dumps(rec))
 
 
 def _load_grading(run: Run, *, repair: bool) -> None:
     if run.paths.results.is_file():
-        results = read_json(run.paths.results, "results.json")
-        for rec in results.get("trials", []):
+        for rec, _ in read_record_file(run.paths.results, "results.json", "trials").records():
             run.trial_grades[key_of(rec)] = rec
     if run.paths.comparisons.is_file():
-        comps = read_json(run.paths.comparisons, "comparisons.json")
-        for rec in comps.get("comparisons", []):
+        for rec, _ in read_record_file(run.paths.comparisons, "comparisons.json", "comparisons").records():
             run.comparisons[(rec["candidate"], rec["case"])] = rec
     for rec in read_journal(run.paths.grading_journal, repair=repair):
         if rec.get("kind") == "pairwise":

@@ -6,26 +6,28 @@ by the path that produced them. Linear in the number of attempts.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter, defaultdict
 from typing import Any
 
 from mst import endings
 from mst.config.resolved import ResolvedEval
-from mst.runs.files import atomic_write_json, atomic_write_json_list
+from mst.runs.files import atomic_write_json
 from mst.runs.layout import COMPARISONS_SCHEMA, RESULTS_SCHEMA, SUMMARY_SCHEMA
+from mst.runs.record_files import write_record_file
 from mst.runs.run import Run
 from mst.runs.stats import CaseTrials, preference_counts, variant_stats
-from mst.statistics import clustered_mean
+from mst.statistics import case_sum, clustered_mean_of_sums
 
 
 def finalize(run: Run, resolved: ResolvedEval) -> dict[str, Any]:
-    # Streamed one record at a time: the same bytes as one dump, without the whole list in memory.
-    atomic_write_json_list(run.paths.results, {"schema": RESULTS_SCHEMA, "run": run.id}, "trials",
-                           (run.trial_grades[k] for k in sorted(run.trial_grades)))
+    # The records as stored, one per line: never the whole list in memory, never encoded again.
+    write_record_file(run.paths.results, {"schema": RESULTS_SCHEMA, "run": run.id}, "trials",
+                      (run.trial_grades.raw(k) for k in sorted(run.trial_grades)))
     comparisons_head = {"schema": COMPARISONS_SCHEMA, "run": run.id,
                         "baseline": resolved.baseline.id if resolved.baseline else None}
-    atomic_write_json_list(run.paths.comparisons, comparisons_head, "comparisons",
-                           (run.comparisons[k] for k in sorted(run.comparisons)))
+    write_record_file(run.paths.comparisons, comparisons_head, "comparisons",
+                      (run.comparisons.raw(k) for k in sorted(run.comparisons)))
     summary = summarize(run, resolved)
     atomic_write_json(run.paths.summary, summary)
     return summary
@@ -76,9 +78,11 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str) -> tuple[dict
     ungraded = 0
     usage: dict[str, float] = defaultdict(float)
     durations: list[float] = []
-    graders: dict[str, dict[str, list[float | None]]] = defaultdict(lambda: defaultdict(list))
+    # Per grader, each case's (sum, count) in two arrays: memory of 16 bytes a case, not a list of trial values.
+    graders: dict[str, tuple[array[float], array[int]]] = defaultdict(lambda: (array("d"), array("q")))
     for case in resolved.cases:
         passes: list[bool | None] = []
+        case_values: dict[str, list[float | None]] = defaultdict(list)
         for trial in range(case.trials):
             key = (variant, case.id, trial)
             if key not in run.attempts:
@@ -102,7 +106,13 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str) -> tuple[dict
             if isinstance(record.get("durationMs"), int | float):
                 durations.append(float(record["durationMs"]))
             for g in (grade or {}).get("graders", []):
-                graders[g["id"]][case.id].append(g["value"] if g["status"] in ("pass", "fail") else None)
+                case_values[g["id"]].append(g["value"] if g["status"] in ("pass", "fail") else None)
+        for grader_id, values in case_values.items():
+            sums, counts = graders[grader_id]  # listed even when no case has a value
+            summed = case_sum(values, case.id)
+            if summed is not None:
+                sums.append(summed[0])
+                counts.append(summed[1])
         cases[case.id] = CaseTrials(case.trials, passes)
     extra = {
         "trials": {"total": sum(outcomes.values()), "ungraded": ungraded, "outcomes": dict(sorted(outcomes.items()))},
@@ -110,7 +120,7 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str) -> tuple[dict
         "needsFix": needs_fix,
         "usage": dict(sorted(usage.items())),
         "meanDurationMs": sum(durations) / len(durations) if durations else None,
-        "graders": {gid: clustered_mean(by_case) for gid, by_case in sorted(graders.items())},
+        "graders": {gid: clustered_mean_of_sums(*by_case) for gid, by_case in sorted(graders.items())},
     }
     return cases, extra
 

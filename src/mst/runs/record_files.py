@@ -1,0 +1,167 @@
+"""run.json, results.json and comparisons.json: a small head and one long list of records.
+
+The list holds a record per attempt (or trial, or case) — 100,000 of them in a big run — so it
+is never built as one value. Written, each record is the compact JSON its store already holds,
+one per line, inside an indented head::
+
+    {
+      "attempts": [
+        {"variant":"a","case":"c1","trial":0,...},
+        {"variant":"a","case":"c1","trial":1,...}
+      ],
+      "cases": [...]
+    }
+
+Read, the records come one line at a time, so memory stays flat; a file in another layout
+(written by hand, or by an older mst) is read whole, as any JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from mst.config.errors import Problem, UserError
+from mst.runs.files import atomic_write_chunks, json_file_bytes, read_bytes
+
+_MARK = "\x00mst: the record list goes here\x00"
+_PAD = b"\n    "  # a record line's indent: the list is a top-level key's value
+_END = b"\n  ]"
+_BLOCK = 1 << 20
+
+
+def write_record_file(path: Path | str, head: dict[str, Any], key: str, records: Iterable[bytes], *,
+                      fsync: bool = True) -> None:
+    """Atomically write ``{**head, key: [records]}``, each of ``records`` one compact JSON value."""
+    doc = json_file_bytes({**head, key: _MARK})
+    before, mark, after = doc.partition(orjson.dumps(_MARK))
+    if not mark or after.find(mark) >= 0 or not before.endswith(f'\n  "{key}": '.encode()):
+        raise ValueError(f"cannot stream {key!r} into this head")
+
+    def chunks() -> Iterator[bytes]:
+        yield before
+        opening = b"[" + _PAD
+        for record in records:
+            yield opening
+            yield record
+            opening = b"," + _PAD
+        yield b"[]" if opening.startswith(b"[") else _END
+        yield after
+
+    atomic_write_chunks(path, chunks(), fsync=fsync)
+
+
+@dataclass
+class RecordFile:
+    """A record file opened for reading: its head now, its records when iterated."""
+
+    path: Path
+    head: dict[str, Any]
+    _span: tuple[int, int, int] | None  # (first record's byte, the list's end, first record's line)
+    _loaded: list[Any] | None  # the list, when the file had to be read whole
+
+    def records(self) -> Iterator[tuple[Any, int | None]]:
+        """Each record with its line number (None for a file read whole)."""
+        if self._loaded is not None:
+            yield from ((record, None) for record in self._loaded)
+            return
+        assert self._span is not None
+        start, end, line = self._span
+        with open(self.path, "rb") as fh:
+            fh.seek(start)
+            remaining = end - start
+            carry = b""
+            while remaining > 0:
+                block = fh.read(min(_BLOCK, remaining))
+                if not block:
+                    break
+                remaining -= len(block)
+                lines = (carry + block).split(b"\n")
+                carry = lines.pop()
+                for text in lines:
+                    yield self._decode(text, line), line
+                    line += 1
+            if carry:
+                yield self._decode(carry, line), line
+
+    def _decode(self, text: bytes, line: int) -> Any:
+        body = text.strip()
+        if body.endswith(b","):
+            body = body[:-1]
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise UserError(Problem(str(self.path), f"corrupt record: {exc.msg}", line=line)) from None
+
+
+def read_record_file(path: Path, what: str, key: str) -> RecordFile:
+    """Open a file :func:`write_record_file` wrote (any other JSON object is read whole)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise UserError(Problem(str(path), f"{what} is missing")) from None
+    span = _find_span(path, key, size)
+    if span is not None:
+        start, end, _ = span
+        with open(path, "rb") as fh:
+            before = fh.read(start)
+            fh.seek(end)
+            after = fh.read()
+        try:
+            head = orjson.loads(before[:-len(_PAD) - 1] + b"[]" + after[len(_END):])
+        except orjson.JSONDecodeError:
+            head = None
+        if isinstance(head, dict):
+            head.pop(key)
+            return RecordFile(path, head, span, None)
+    whole = _loads_or_fail(path, what, read_bytes(path))
+    if not isinstance(whole, dict):
+        raise UserError(Problem(str(path), f"{what} is corrupt: expected an object"))
+    loaded = whole.pop(key, [])
+    if not isinstance(loaded, list):
+        raise UserError(Problem(str(path), f"{what} is corrupt: {key!r} is not a list"))
+    return RecordFile(path, whole, None, loaded)
+
+
+def _find_span(path: Path, key: str, size: int) -> tuple[int, int, int] | None:
+    """Where the one-record-per-line list of ``key`` lies, scanning in blocks; None when the file
+    is laid out otherwise or the list is empty (then the file is small). A JSON string never holds
+    a raw newline, so neither marker can occur inside a value."""
+    opening = f'\n  "{key}": ['.encode()
+    with open(path, "rb") as fh:
+        data = fh.read(min(size, _BLOCK))
+        at = data.find(opening)
+        if at < 0:
+            return None
+        first = at + len(opening)
+        if data[first:first + len(_PAD) + 1] != _PAD + b"{":
+            return None
+        line = data.count(b"\n", 0, first) + 2
+        start = first + len(_PAD)
+        if data[start:].split(b"\n", 1)[0].rstrip(b",").rstrip()[-1:] != b"}":
+            return None  # records over several lines (an older layout)
+        offset, tail = 0, data
+        while True:
+            found = tail.find(_END, max(start - offset, 0))
+            if found >= 0:
+                return start, offset + found, line
+            if offset + len(tail) >= size:
+                return None
+            keep = tail[-len(_END):]
+            offset += len(tail) - len(keep)
+            tail = keep + fh.read(_BLOCK)
+
+
+def _loads_or_fail(path: Path, what: str, raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.pos) + 1
+        raise UserError(Problem(str(path), f"{what} is corrupt: {exc.msg}", line=line)) from None
+
+
+__all__ = ["RecordFile", "read_record_file", "write_record_file"]
