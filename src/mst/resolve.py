@@ -7,7 +7,7 @@ reads the resolved eval and never a dataset or a plugin registry again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,27 +54,11 @@ def _client_settings(loaded: EvalFile, file: str, problems: list[Problem]) -> di
 
 
 def _cases(config: EvalConfig, path: Path, base_dir: Path, problems: list[Problem]) -> list[ResolvedCase]:
-    raw_cases: list[tuple[CaseConfig, str]] = [(c, f"{path}: cases[{i}]") for i, c in enumerate(config.cases)]
-    for i, ds in enumerate(config.datasets):
-        ds_path = (base_dir / ds.path) if ds.path else None
-        try:
-            items = load_dataset(ds_path, ds.format, ds.options)
-        except UserError as exc:
-            problems.extend(exc.problems)
-            continue
-        for item, where in items:
-            file, _, line = where.rpartition(":")
-            try:
-                raw_cases.append((CaseConfig.model_validate(item), where))
-            except ValidationError as exc:
-                for p in problems_from(exc, item, file or where):
-                    problems.append(Problem(p.file, p.message, f"datasets[{i}] case {p.path}".rstrip(),
-                                            int(line) if line.isdigit() else None))
     seen: dict[str, str] = {}
     resolved = []
     shared = _shared()
     judges_cache: dict[str, ResolvedJudge] = {}
-    for case, where in raw_cases:
+    for case, where in _case_configs(config, path, base_dir, problems):
         if case.id in seen:
             problems.append(Problem(str(path), f"case id {case.id!r} at {where} repeats the one at {seen[case.id]}"))
             continue
@@ -96,6 +80,28 @@ def _cases(config: EvalConfig, path: Path, base_dir: Path, problems: list[Proble
             judges=shared(tuple(judges)), mock=case.mock,
         ))
     return resolved
+
+
+def _case_configs(config: EvalConfig, path: Path, base_dir: Path, problems: list[Problem]
+                  ) -> Iterator[tuple[CaseConfig, str]]:
+    """Inline cases, then each dataset's, one at a time: the raw rows are never all in memory."""
+    for i, c in enumerate(config.cases):
+        yield c, f"{path}: cases[{i}]"
+    for i, ds in enumerate(config.datasets):
+        ds_path = (base_dir / ds.path) if ds.path else None
+        try:
+            for item, where in load_dataset(ds_path, ds.format, ds.options):
+                file, _, line = where.rpartition(":")
+                try:
+                    case = CaseConfig.model_validate(item)
+                except ValidationError as exc:
+                    for p in problems_from(exc, item, file or where):
+                        problems.append(Problem(p.file, p.message, f"datasets[{i}] case {p.path}".rstrip(),
+                                                int(line) if line.isdigit() else None))
+                    continue
+                yield case, where
+        except UserError as exc:
+            problems.extend(exc.problems)
 
 
 def _shared() -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:

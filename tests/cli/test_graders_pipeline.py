@@ -38,6 +38,9 @@ def test_graders_write_v2_files_beside_each_trial_and_never_touch_the_transcript
     summary = load(run / "summary.json")
     steps = summary["variants"][0]["graders"]["execution-step-count"]
     assert steps["mean"] == 1.0  # the mock answers in one model request
+    # A grader with no value in any trial (no tool calls here) is still listed, with no mean.
+    assert summary["variants"][0]["graders"]["tool-success-rate"] == {
+        "mean": None, "low": None, "high": None, "cases": 0, "n": 0}
 
 
 def test_replay_cli_gives_the_grading_phase_results(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ def test_dataset_case_error_names_file_line_and_field(tmp_path: Path) -> None:
 
 def test_unknown_dataset_format(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="unknown dataset format 'parquet'"):
-        load_dataset(tmp_path / "x.parquet", None, {})
+        list(load_dataset(tmp_path / "x.parquet", None, {}))
 
 
 def test_secrets_file_parsing_and_errors_without_values(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from mst.graders import (
     run_graders,
 )
 from mst.graders.base import BuiltinGrader
+from mst.session.io import dumps_jsonl
 
 SESSION = [ev("user.message", {"content": "hi"}), request(10, 2), *call("1", "a"), result(duration=9)]
 RESULT_KEYS = {
@@ -111,6 +112,15 @@ def test_events_match_persisted_documents() -> None:
     assert {e["provenance"]["phase"] for e in events} == {"grading"}
     # round trip through JSON: the events are what a graded session file would hold
     assert orjson.loads(orjson.dumps(events)) == events
+
+
+def test_events_jsonl_is_each_event_encoded() -> None:
+    """The graded session's grader lines are built from a once-encoded manifest: they must be
+    exactly what encoding each event gives, for every trial (manifest shared, indexes not)."""
+    config = parse_graders_config({"recurrence-rate": {}})
+    for session in (SESSION, SESSION[:2], []):
+        run = run_graders(session, config)
+        assert run.events_jsonl() == dumps_jsonl(run.events())
 
 
 def test_grader_events_do_not_change_a_regrade() -> None:

@@ -10,6 +10,7 @@ import pytest
 from mst.runs.stats import (
     CaseTrials,
     case_passes,
+    case_row,
     case_status,
     pass_at_k,
     pass_at_k_curve,
@@ -18,7 +19,16 @@ from mst.runs.stats import (
     preference_counts,
     variant_stats,
 )
-from mst.statistics import betainc, clustered_mean, paired_difference, t_cdf, t_quantile, wilson_interval
+from mst.statistics import (
+    betainc,
+    case_sum,
+    clustered_mean,
+    clustered_mean_of_sums,
+    paired_difference,
+    t_cdf,
+    t_quantile,
+    wilson_interval,
+)
 
 # --- the t distribution ---------------------------------------------------------------------------
 
@@ -169,7 +179,7 @@ def test_variant_stats_excludes_incomplete_cases() -> None:
     assert stats["passAtK"]["1"] == pytest.approx((1 + 1 / 3 + 0) / 3)
     assert stats["passAtK"]["2"] == pytest.approx((1 + (1 - 1 / 3) + 0) / 3)  # b: 1 - C(2,2)/C(3,2)
     assert stats["passHatK"]["2"] == pytest.approx((1 + 0 + 0) / 3)
-    assert stats["perCase"]["c"] == {
+    assert case_row(cases["c"]) == {
         "status": "incomplete",
         "expected": 3,
         "trials": 2,
@@ -177,7 +187,7 @@ def test_variant_stats_excludes_incomplete_cases() -> None:
         "passed": 2,
         "passRate": 1.0,
     }
-    assert stats["perCase"]["d"]["passRate"] == 1.0 and stats["perCase"]["d"]["graded"] == 2
+    assert case_row(cases["d"])["passRate"] == 1.0 and case_row(cases["d"])["graded"] == 2
     assert stats["casePassRate"]["estimate"] == pytest.approx(1 / 3) and stats["casePassRate"]["cases"] == 3
 
 
@@ -204,6 +214,14 @@ def test_clustered_mean_by_hand_and_missing_values() -> None:
     assert clustered_mean({})["mean"] is None
     with pytest.raises(ValueError, match="finite"):
         clustered_mean({"a": [float("inf")]})
+
+
+def test_clustered_mean_from_case_sums_is_the_same() -> None:
+    """The summary keeps each case's (sum, count), not the trial values: same numbers."""
+    values = {"a": [1.0, 3.0], "b": [2.0, None], "c": [6.0], "d": [None], "e": [0.5, 0.25, 8.0]}
+    sums = [s for s in (case_sum(v, k) for k, v in values.items()) if s is not None]
+    assert case_sum([None], "d") is None
+    assert clustered_mean_of_sums([s for s, _ in sums], [n for _, n in sums]) == clustered_mean(values)
 
 
 def test_paired_difference_by_hand() -> None:

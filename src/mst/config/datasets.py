@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -33,9 +33,9 @@ def _read(path: Path | None) -> bytes:
         raise UserError(Problem(str(path), "is a directory, expected a dataset file")) from None
 
 
-def load_jsonl(path: Path | None, options: dict[str, Any]) -> list[RawCase]:
+def load_jsonl(path: Path | None, options: dict[str, Any]) -> Iterator[RawCase]:
+    """One case per line, each yielded as it is read (an eval may have tens of thousands)."""
     raw = _read(path)
-    out: list[RawCase] = []
     for lineno, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
             continue
@@ -45,8 +45,7 @@ def load_jsonl(path: Path | None, options: dict[str, Any]) -> list[RawCase]:
             raise UserError(Problem(str(path), f"not valid JSON ({exc.msg})", line=lineno)) from None
         if not isinstance(value, dict):
             raise UserError(Problem(str(path), "each line must be a JSON object (a case)", line=lineno))
-        out.append((value, f"{path}:{lineno}"))
-    return out
+        yield value, f"{path}:{lineno}"
 
 
 def load_csv(path: Path | None, options: dict[str, Any]) -> list[RawCase]:
@@ -111,13 +110,12 @@ def loader_for(fmt: str) -> Loader:
     raise UserError(f"unknown dataset format {fmt!r}; known: {', '.join(known)}")
 
 
-def load_dataset(path: Path | None, fmt: str | None, options: dict[str, Any]) -> list[RawCase]:
+def load_dataset(path: Path | None, fmt: str | None, options: dict[str, Any]) -> Iterator[RawCase]:
+    """The cases of one dataset, one at a time; a :class:`UserError` may come while iterating."""
     if fmt is None:
         assert path is not None
         fmt = path.suffix.lstrip(".").lower()
         if fmt == "json":
             fmt = "jsonl"
-    cases = []
     for item in loader_for(fmt)(path, options):
-        cases.append(item if isinstance(item, tuple) else (item, f"{path or fmt}"))
-    return cases
+        yield item if isinstance(item, tuple) else (item, f"{path or fmt}")

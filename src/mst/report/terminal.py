@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from typing import Any
 
@@ -58,10 +59,11 @@ def _interval(rate: dict[str, Any] | None) -> str:
 
 
 def print_summary(run: Run, summary: dict[str, Any], *, as_json: bool = False) -> None:
-    if as_json:
-        import orjson
-
-        sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
+    if as_json:  # the file, with its per-case rows (the summary in memory has none)
+        sys.stdout.flush()
+        with open(run.paths.summary, "rb") as fh:
+            shutil.copyfileobj(fh, sys.stdout.buffer)
+        sys.stdout.flush()
         return
     console = Console()
     console.print(variant_table(summary))

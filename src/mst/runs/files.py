@@ -11,6 +11,8 @@ import orjson
 
 from mst.config.errors import Problem, UserError
 
+IO_BLOCK = 1 << 20  # bytes a run's big files are read, written or buffered in at a time
+
 
 def atomic_write_bytes(path: Path | str, data: bytes, *, fsync: bool = True) -> None:
     """Temp file + rename. ``fsync=False`` for per-trial files that a (not fsynced) journal line
@@ -34,7 +36,7 @@ def atomic_write_chunks(path: Path | str, chunks: Iterable[bytes], *, fsync: boo
         buffered = bytearray()  # copies: orjson's bytes keep KBs of spare buffer each
         for chunk in chunks:
             buffered += chunk
-            if len(buffered) >= 1 << 20:
+            if len(buffered) >= IO_BLOCK:
                 _write_all(fd, buffered)
                 buffered.clear()
         if buffered:
@@ -169,7 +171,7 @@ def read_journal_lines(path: Path, *, repair: bool = False) -> Iterator[tuple[in
         return
     with fh:
         lineno, carry, size = 0, b"", 0
-        while block := fh.read(1 << 20):
+        while block := fh.read(IO_BLOCK):
             size += len(block)
             lines = (carry + block).split(b"\n")
             carry = lines.pop()

@@ -26,12 +26,12 @@ from typing import Any
 import orjson
 
 from mst.config.errors import Problem, UserError
+from mst.runs import files
 from mst.runs.files import atomic_write_chunks, json_file_bytes, read_bytes
 
 _MARK = "\x00mst: the record list goes here\x00"
 _PAD = b"\n    "  # a record line's indent: the list is a top-level key's value
 _END = b"\n  ]"
-_BLOCK = 1 << 20
 
 
 def write_record_file(path: Path | str, head: dict[str, Any], key: str, records: Iterable[bytes], *,
@@ -76,7 +76,7 @@ class RecordFile:
             remaining = end - start
             carry = b""
             while remaining > 0:
-                block = fh.read(min(_BLOCK, remaining))
+                block = fh.read(min(files.IO_BLOCK, remaining))
                 if not block:
                     break
                 remaining -= len(block)
@@ -133,7 +133,7 @@ def _find_span(path: Path, key: str, size: int) -> tuple[int, int, int] | None:
     a raw newline, so neither marker can occur inside a value."""
     opening = f'\n  "{key}": ['.encode()
     with open(path, "rb") as fh:
-        data = fh.read(min(size, _BLOCK))
+        data = fh.read(min(size, files.IO_BLOCK))
         at = data.find(opening)
         if at < 0:
             return None
@@ -142,7 +142,8 @@ def _find_span(path: Path, key: str, size: int) -> tuple[int, int, int] | None:
             return None
         line = data.count(b"\n", 0, first) + 2
         start = first + len(_PAD)
-        if data[start:].split(b"\n", 1)[0].rstrip(b",").rstrip()[-1:] != b"}":
+        newline = data.find(b"\n", start)
+        if data[start:newline if newline >= 0 else len(data)].rstrip().rstrip(b",")[-1:] != b"}":
             return None  # records over several lines (an older layout)
         offset, tail = 0, data
         while True:
@@ -153,7 +154,7 @@ def _find_span(path: Path, key: str, size: int) -> tuple[int, int, int] | None:
                 return None
             keep = tail[-len(_END):]
             offset += len(tail) - len(keep)
-            tail = keep + fh.read(_BLOCK)
+            tail = keep + fh.read(files.IO_BLOCK)
 
 
 def _loads_or_fail(path: Path, what: str, raw: bytes) -> Any:

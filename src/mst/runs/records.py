@@ -19,9 +19,10 @@ from typing import IO, Any, Generic, TypeVar
 
 import orjson
 
+from mst.runs import files
+
 K = TypeVar("K", bound=Hashable)
 
-_FLUSH_AT = 1 << 20  # bytes buffered before one write to the spill file
 _LEN_BITS = 32
 _ABSENT = -1
 _SHARED_SUMMARIES = 4096  # distinct summary values shared between records (endings repeat)
@@ -137,7 +138,7 @@ class RecordStore(MutableMapping[K, dict[str, Any]]):
         packed[slot] = self._size << _LEN_BITS | len(data)
         self._pending += data
         self._size += len(data)
-        if self._size - self._flushed >= _FLUSH_AT:
+        if self._size - self._flushed >= files.IO_BLOCK:  # buffered, then one write to the spill file
             self._flush()
         if self._summarize is not None:
             self._keep_summary(slot, self._summarize(value))

@@ -158,28 +158,30 @@ class CaseTrials:
     passes: Sequence[bool | None]
 
 
+def case_row(ct: CaseTrials, rule: CasePassRule = "all") -> dict[str, Any]:
+    """One case of one variant as the summary lists it: ``{status, expected, trials, graded,
+    passed, passRate}``."""
+    graded = [p for p in ct.passes if p is not None]
+    passed = sum(1 for p in graded if p)
+    return {"status": case_status(ct.passes, ct.expected, rule), "expected": ct.expected, "trials": len(ct.passes),
+            "graded": len(graded), "passed": passed, "passRate": passed / len(graded) if graded else None}
+
+
 def variant_stats(cases: Mapping[str, CaseTrials], rule: CasePassRule = "all") -> dict[str, Any]:
     """Everything the summary reports for one variant, JSON-ready.
 
     ``{cases: {total, passed, failed, incomplete}, passRate: {…pass_rate}, casePassRate:
     {estimate, low, high, cases} (Wilson; cases are independent), passAtK: {"1": …},
-    passHatK: {"1": …}, perCase: {id: {status, expected, trials, graded, passed, passRate}}}``.
+    passHatK: {"1": …}}``. Each case's own row is :func:`case_row`, made when it is written.
     pass@k and pass^k average over complete cases for k = 1..(fewest trials of a complete case).
     """
-    per_case: dict[str, dict[str, Any]] = {}
     complete: list[tuple[int, int]] = []
     counts = {"passed": 0, "failed": 0, "incomplete": 0}
-    for case_id, ct in cases.items():
+    for ct in cases.values():
         status = case_status(ct.passes, ct.expected, rule)
         counts[status] += 1
-        graded = [p for p in ct.passes if p is not None]
-        passed = sum(1 for p in graded if p)
-        per_case[case_id] = {
-            "status": status, "expected": ct.expected, "trials": len(ct.passes), "graded": len(graded),
-            "passed": passed, "passRate": passed / len(graded) if graded else None,
-        }
         if status != "incomplete":
-            complete.append((passed, len(ct.passes)))
+            complete.append((sum(1 for p in ct.passes if p), len(ct.passes)))
     at_k: dict[str, float] = {}
     hat_k: dict[str, float] = {}
     if complete:
@@ -203,7 +205,6 @@ def variant_stats(cases: Mapping[str, CaseTrials], rule: CasePassRule = "all") -
         "casePassRate": case_rate,
         "passAtK": at_k,
         "passHatK": hat_k,
-        "perCase": per_case,
     }
 
 

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from typing import Any
+
+import orjson
 
 from mst import endings
 from mst.config.resolved import ResolvedEval
-from mst.runs.files import atomic_write_json
 from mst.runs.layout import COMPARISONS_SCHEMA, RESULTS_SCHEMA, SUMMARY_SCHEMA
 from mst.runs.record_files import write_record_file
 from mst.runs.run import Run
-from mst.runs.stats import CaseTrials, preference_counts, variant_stats
+from mst.runs.stats import CaseTrials, case_row, preference_counts, variant_stats
 from mst.statistics import case_sum, clustered_mean_of_sums
 
 
@@ -28,29 +30,25 @@ def finalize(run: Run, resolved: ResolvedEval) -> dict[str, Any]:
                         "baseline": resolved.baseline.id if resolved.baseline else None}
     write_record_file(run.paths.comparisons, comparisons_head, "comparisons",
                       (run.comparisons.raw(k) for k in sorted(run.comparisons)))
-    summary = summarize(run, resolved)
-    atomic_write_json(run.paths.summary, summary)
+    summary, rows = summarize(run, resolved)
+    write_record_file(run.paths.summary, summary, "cases", (orjson.dumps(row) for row in rows))
     return summary
 
 
-def summarize(run: Run, resolved: ResolvedEval) -> dict[str, Any]:
+def summarize(run: Run, resolved: ResolvedEval) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
+    """summary.json without its ``cases`` list, and that list's rows, made one at a time as they
+    are written: a run of 10,000 cases never holds 10,000 rows."""
     rule = resolved.config.casePass
     rule_json: Any = rule if isinstance(rule, str) else rule.model_dump()
-    per_case: dict[str, dict[str, dict[str, Any]]] = {}
+    by_variant: dict[str, dict[str, CaseTrials]] = {}
     variants = []
     for variant in resolved.variants:
         cases, extra = _variant_cases(run, resolved, variant.id)
-        stats = variant_stats(cases, rule_json)
-        per_case[variant.id] = stats.pop("perCase")
+        by_variant[variant.id] = cases
         variants.append({"id": variant.id, "baseline": variant.baseline, "client": variant.client,
-                         "model": variant.model, **stats, **extra,
+                         "model": variant.model, **variant_stats(cases, rule_json), **extra,
                          "pairwise": _pairwise(run, variant.id, resolved)})
-    case_rows: list[dict[str, Any]] = [
-        {"id": c.id, "trials": c.trials, "variants": {v: rows[c.id] for v, rows in per_case.items()}}
-        for c in resolved.cases
-    ]
-    incomplete = sum(1 for row in case_rows for v in row["variants"].values() if v["status"] == "incomplete")
-    return {
+    summary = {
         "schema": SUMMARY_SCHEMA,
         "run": run.id,
         "eval": resolved.config.name,
@@ -62,11 +60,17 @@ def summarize(run: Run, resolved: ResolvedEval) -> dict[str, Any]:
             "trials": sum(1 for k in run.attempts if endings.is_trial(run.ending(k))),
             "infrastructureFailures": sum(v["infrastructure"]["total"] for v in variants),
             "cases": len(resolved.cases),
-            "incompleteCases": incomplete,
+            "incompleteCases": sum(v["cases"]["incomplete"] for v in variants),
         },
         "variants": variants,
-        "cases": case_rows,
     }
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for case in resolved.cases:
+            yield {"id": case.id, "trials": case.trials,
+                   "variants": {v: case_row(cases[case.id], rule_json) for v, cases in by_variant.items()}}
+
+    return summary, rows()
 
 
 def _variant_cases(run: Run, resolved: ResolvedEval, variant: str) -> tuple[dict[str, CaseTrials], dict[str, Any]]:
@@ -113,7 +117,7 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str) -> tuple[dict
             if summed is not None:
                 sums.append(summed[0])
                 counts.append(summed[1])
-        cases[case.id] = CaseTrials(case.trials, passes)
+        cases[case.id] = CaseTrials(case.trials, tuple(passes))
     extra = {
         "trials": {"total": sum(outcomes.values()), "ungraded": ungraded, "outcomes": dict(sorted(outcomes.items()))},
         "infrastructure": {"total": sum(infra.values()), "retryable": retryable, "byWhat": dict(sorted(infra.items()))},

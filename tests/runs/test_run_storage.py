@@ -1,0 +1,208 @@
+"""How a run keeps its records: the off-heap store, the one-record-per-line files, trial files."""
+
+from __future__ import annotations
+
+import os
+import tracemalloc
+from pathlib import Path
+
+import orjson
+import pytest
+
+from mst.config.errors import UserError
+from mst.runs.files import Journal, json_file_bytes, read_journal, read_journal_lines, write_trial_file
+from mst.runs.layout import RunPaths
+from mst.runs.record_files import read_record_file, write_record_file
+from mst.runs.records import KeyIndex, RecordStore
+from mst.runs.run import Run, open_run
+
+
+def _record(i: int) -> dict[str, object]:
+    return {"variant": "v", "case": f"case-{i // 5:06d}", "trial": i % 5, "answer": f"answer {i}" * 20,
+            "usage": {"inputTokens": i}}
+
+
+# -- RecordStore ----------------------------------------------------------------------------------
+
+
+def test_store_is_a_mapping_and_reads_return_fresh_dicts() -> None:
+    store: RecordStore[tuple[str, str, int]] = RecordStore()
+    store[("v", "c", 0)] = {"a": 1}
+    store[("v", "c", 1)] = {"a": 2}
+    store[("v", "c", 0)] = {"a": 3}  # replaced, not added
+    assert len(store) == 2 and list(store) == [("v", "c", 0), ("v", "c", 1)]
+    assert store[("v", "c", 0)] == {"a": 3} and store.get(("x", "c", 0)) is None
+    store[("v", "c", 1)]["a"] = 99  # a decoded copy: the store is unchanged
+    assert store[("v", "c", 1)] == {"a": 2}
+    del store[("v", "c", 0)]
+    assert ("v", "c", 0) not in store and len(store) == 1 and list(store) == [("v", "c", 1)]
+    with pytest.raises(KeyError):
+        store[("v", "c", 0)]
+
+
+def test_put_keeps_the_callers_bytes_and_raw_returns_them() -> None:
+    store: RecordStore[str] = RecordStore()
+    data = orjson.dumps({"b": 1, "a": 2})
+    store.put("k", {"b": 1, "a": 2}, data)
+    assert store.raw("k") == data and store["k"] == {"b": 1, "a": 2}
+
+
+def test_stores_sharing_a_key_index_hold_each_key_once() -> None:
+    keys: KeyIndex[tuple[str, str, int]] = KeyIndex()
+    attempts: RecordStore[tuple[str, str, int]] = RecordStore(keys=keys, summarize=lambda r: r["ending"])
+    grades: RecordStore[tuple[str, str, int]] = RecordStore(keys=keys)
+    attempts[("v", "c", 0)] = {"ending": "done"}
+    attempts[("v", "c", 1)] = {"ending": "done"}
+    grades[("v", "c", 1)] = {"passed": True}
+    assert len(keys.keys) == 2  # the grading record reused the attempt's key
+    assert list(grades) == [("v", "c", 1)] and ("v", "c", 0) not in grades
+    assert attempts.summary(("v", "c", 1)) == "done"
+    assert attempts.summary(("v", "c", 0)) is attempts.summary(("v", "c", 1))  # equal summaries shared
+    with pytest.raises(KeyError):
+        attempts.summary(("v", "c", 2))
+
+
+def test_store_memory_does_not_grow_with_the_records() -> None:
+    """The records live in a file; in memory, a few bytes a key. orjson's bytes objects carry
+    KBs of spare buffer each, so keeping them (even only until a flush) costs ten times the data."""
+    store: RecordStore[tuple[str, str, int]] = RecordStore()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(20_000):
+            record = _record(i)
+            store.put((str(record["variant"]), str(record["case"]), i % 5), record, orjson.dumps(record))
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert store[("v", "case-000100", 3)]["usage"] == {"inputTokens": 503}
+    assert grown < 20_000 * 300, f"{grown / 20_000:.0f} bytes per record"  # records are ~250 bytes of JSON
+
+
+# -- record files -----------------------------------------------------------------------------
+
+
+def test_record_file_round_trip_one_record_per_line(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    records = [_record(i) for i in range(50)]
+    write_record_file(path, {"schema": "s", "zeta": [1], "id": "r"}, "attempts", (orjson.dumps(r) for r in records))
+    text = path.read_bytes()
+    assert orjson.loads(text) == {"schema": "s", "zeta": [1], "id": "r", "attempts": records}
+    assert text.count(b"\n") == len(records) + 9  # the head's nine lines and one line per record
+    opened = read_record_file(path, "run.json", "attempts")
+    assert opened.head == {"schema": "s", "zeta": [1], "id": "r"}
+    read = list(opened.records())
+    assert [r for r, _ in read] == records
+    assert [line for _, line in read] == list(range(3, 53))  # after "{" and '"attempts": ['
+
+
+@pytest.mark.parametrize("records", [[], [{"a": 1}]])
+def test_record_file_short_lists(tmp_path: Path, records: list[dict[str, int]]) -> None:
+    path = tmp_path / "r.json"
+    write_record_file(path, {"run": "x"}, "trials", (orjson.dumps(r) for r in records))
+    opened = read_record_file(path, "results.json", "trials")
+    assert opened.head == {"run": "x"} and [r for r, _ in opened.records()] == records
+
+
+def test_record_file_in_another_layout_is_read_whole(tmp_path: Path) -> None:
+    """Older runs wrote each record over several lines; hand-written files may be compact."""
+    doc = {"id": "r", "attempts": [_record(1), _record(2)]}
+    for raw in (json_file_bytes(doc), orjson.dumps(doc)):
+        path = tmp_path / "run.json"
+        path.write_bytes(raw)
+        opened = read_record_file(path, "run.json", "attempts")
+        assert opened.head == {"id": "r"} and [r for r, _ in opened.records()] == doc["attempts"]
+
+
+def test_a_corrupt_record_names_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    write_record_file(path, {"run": "x"}, "trials", [b'{"a":1}', b'{"a":2}', b'{"a":3}'])
+    path.write_bytes(path.read_bytes().replace(b'{"a":2}', b'{"a":2'))
+    opened = read_record_file(path, "results.json", "trials")
+    with pytest.raises(UserError) as err:
+        list(opened.records())
+    assert f"{path}:5" in str(err.value)  # "{", "run", "trials", the first record, then this one
+
+
+def test_a_missing_or_corrupt_record_file_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="missing"):
+        read_record_file(tmp_path / "run.json", "run.json", "attempts")
+    (tmp_path / "run.json").write_bytes(b'{\n  "attempts": [\n    {"a": 1},\n')
+    with pytest.raises(UserError, match="corrupt"):
+        read_record_file(tmp_path / "run.json", "run.json", "attempts")
+
+
+def test_reading_a_big_record_file_holds_one_block_not_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    write_record_file(path, {"id": "r"}, "attempts", (orjson.dumps(_record(i)) for i in range(40_000)))
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        count = sum(1 for _ in read_record_file(path, "run.json", "attempts").records())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert count == 40_000 and size > 12 * 2**20
+    assert peak < 6 * 2**20, f"peak {peak} bytes reading a {size}-byte file"  # a few 1 MiB blocks
+
+
+def test_open_run_reads_a_run_json_written_one_record_per_line(tmp_path: Path) -> None:
+    run = Run(RunPaths(tmp_path), _meta())
+    for i in range(7):
+        run.attempts[("v", "c", i)] = {"variant": "v", "case": "c", "trial": i, "ending": {"kind": "trial",
+                                        "outcome": "completed"}, "answer": str(i)}
+    run.write()
+    again = open_run(tmp_path)
+    assert again.meta == run.meta and len(again.attempts) == 7
+    assert again.attempts[("v", "c", 6)]["answer"] == "6"
+    assert again.attempts.raw(("v", "c", 6)) == run.attempts.raw(("v", "c", 6))
+
+
+# -- journals -------------------------------------------------------------------------------------
+
+
+def test_journal_lines_across_read_blocks(tmp_path: Path) -> None:
+    """Journals are read in 1 MiB blocks: records cut by a block's end come out whole."""
+    path = tmp_path / "attempts.jsonl"
+    records = [{"i": i, "pad": "x" * (997 + i % 13)} for i in range(3000)]  # ~3 MB, lines of odd lengths
+    with Journal(path) as journal:
+        encoded = [journal.append(r) for r in records]
+    lines = list(read_journal_lines(path))
+    assert [r for _, r, _ in lines] == records
+    assert [raw for _, _, raw in lines] == encoded  # the journaled bytes, for a store to keep
+    assert [n for n, _, _ in lines] == list(range(1, 3001))
+
+
+def test_a_corrupt_journal_line_is_named_after_a_block_boundary(tmp_path: Path) -> None:
+    path = tmp_path / "grading.jsonl"
+    with Journal(path) as journal:
+        for i in range(2500):
+            journal.append({"i": i, "pad": "y" * 1000})
+    raw = path.read_bytes().split(b"\n")
+    raw[2100] = b'{"i": oops}'
+    path.write_bytes(b"\n".join(raw))
+    with pytest.raises(UserError) as err:
+        list(read_journal(path))
+    assert f"{path}:2101" in str(err.value)
+
+
+# -- trial files ------------------------------------------------------------------------------
+
+
+def test_a_new_trial_file_is_written_in_place_and_an_existing_one_replaced(tmp_path: Path) -> None:
+    target = tmp_path / "graders" / "v" / "c" / "0" / "session.jsonl"
+    write_trial_file(str(target), b"first\n")  # its folders are made on the way
+    assert target.read_bytes() == b"first\n"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["session.jsonl"]
+    # A regrade hard-links a source run's files: writing again must not change the linked copy.
+    shared = tmp_path / "source-copy.jsonl"
+    os.link(target, shared)
+    write_trial_file(str(target), b"second\n")
+    assert target.read_bytes() == b"second\n" and shared.read_bytes() == b"first\n"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["session.jsonl"]
+
+
+def _meta() -> dict[str, object]:
+    return {"schema": "mst.run/v1", "id": "r1", "eval": {"name": "e", "path": "/x", "digest": "d"},
+            "variants": [{"id": "v"}], "cases": [{"id": "c", "trials": 7}],
+            "phases": {"collect": "complete", "grade": "partial"}}
