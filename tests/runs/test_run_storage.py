@@ -54,12 +54,30 @@ def test_stores_sharing_a_key_index_hold_each_key_once() -> None:
     attempts[("v", "c", 0)] = {"ending": "done"}
     attempts[("v", "c", 1)] = {"ending": "done"}
     grades[("v", "c", 1)] = {"passed": True}
-    assert len(keys.keys) == 2  # the grading record reused the attempt's key
+    assert len(keys) == 8  # one block of slots for the variant and case, shared by both stores
     assert list(grades) == [("v", "c", 1)] and ("v", "c", 0) not in grades
     assert attempts.summary(("v", "c", 1)) == "done"
     assert attempts.summary(("v", "c", 0)) is attempts.summary(("v", "c", 1))  # equal summaries shared
     with pytest.raises(KeyError):
         attempts.summary(("v", "c", 2))
+
+
+def test_key_index_blocks_trials_and_gives_other_keys_a_slot_each() -> None:
+    keys: KeyIndex[object] = KeyIndex()
+    trial_keys = [("v", "c", t) for t in (0, 1, 7, 8, 20)] + [("w", "c", 0)]
+    slots = [keys.slot(k) for k in trial_keys]
+    assert len(set(slots)) == len(slots) and [keys.key(s) for s in slots] == trial_keys
+    assert slots[:3] == [0, 1, 7] and slots[3] == 8  # trial 8 starts the variant and case's next block
+    others = [("cand", "c"), "x", ("v", "c", -1), ("v", "c", "0")]
+    other_slots = [keys.slot(k) for k in others]
+    assert [keys.key(s) for s in other_slots] == others and len(set(other_slots)) == 4
+    assert [keys.find(k) for k in [*trial_keys, *others]] == [*slots, *other_slots]
+    assert keys.find(("v", "c", 2)) == 2 and keys.find(("v", "d", 0)) is None and keys.find("y") is None
+    store: RecordStore[object] = RecordStore(keys=keys)
+    store[("v", "c", 20)] = {"a": 1}
+    store[("cand", "c")] = {"b": 2}
+    store[("v", "c", 2)] = {"c": 3}
+    assert set(store) == {("v", "c", 20), ("cand", "c"), ("v", "c", 2)} and ("v", "c", 1) not in store
 
 
 def test_store_memory_does_not_grow_with_the_records() -> None:

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from array import array
 from collections.abc import Callable, Hashable, Iterator, MutableMapping
-from typing import IO, Any, Generic, TypeVar
+from typing import IO, Any, Generic, NamedTuple, TypeVar
 
 import orjson
 
@@ -28,27 +28,74 @@ _ABSENT = -1
 _SHARED_SUMMARIES = 4096  # distinct summary values shared between records (endings repeat)
 
 
-class KeyIndex(Generic[K]):
-    """Keys numbered in the order first seen. Stores sharing one index keep a key (and its
-    strings, interned) once, however many stores hold a record for it."""
+_TRIALS_PER_BLOCK = 8
 
-    __slots__ = ("_slots", "keys")
+
+class _Block(NamedTuple):
+    """Slots ``start .. start + 8`` hold trials ``first .. first + 8`` of one variant and case."""
+
+    variant: str
+    case: str
+    first: int
+    start: int
+
+
+class KeyIndex(Generic[K]):
+    """Keys numbered in the order first seen, for stores that share them: a run's attempts and
+    their gradings keep each key once.
+
+    A trial key ``(variant, case, trial)`` takes a slot in a block of eight consecutive slots
+    for its variant and case: the index costs memory per variant and case, not per attempt.
+    Any other key (a comparison's ``(candidate, case)``) takes a slot of its own.
+    """
+
+    __slots__ = ("_blocks", "_owners", "_singles")
 
     def __init__(self) -> None:
-        self._slots: dict[K, int] = {}
-        self.keys: list[K] = []
+        self._blocks: dict[tuple[str, str, int], _Block] = {}
+        self._singles: dict[K, int] = {}
+        self._owners: list[_Block | Any] = []  # slot -> its block, or its (single) key
+
+    @staticmethod
+    def _block_key(key: object) -> tuple[str, str, int] | None:
+        if type(key) is tuple and len(key) == 3:
+            variant, case, trial = key
+            if type(variant) is str and type(case) is str and type(trial) is int and trial >= 0:
+                return variant, case, trial // _TRIALS_PER_BLOCK
+        return None
 
     def slot(self, key: K) -> int:
-        slot = self._slots.get(key)
-        if slot is None:
-            if isinstance(key, tuple):  # (variant, case, trial): one copy of each id string
-                key = tuple(sys.intern(p) if type(p) is str else p for p in key)  # type: ignore[assignment]
-            slot = self._slots[key] = len(self.keys)
-            self.keys.append(key)
-        return slot
+        block_key = self._block_key(key)
+        if block_key is None:
+            slot = self._singles.get(key)
+            if slot is None:
+                slot = self._singles[key] = len(self._owners)
+                self._owners.append(key)
+            return slot
+        block = self._blocks.get(block_key)
+        if block is None:
+            variant, case, high = block_key
+            block = _Block(sys.intern(variant), sys.intern(case), high * _TRIALS_PER_BLOCK, len(self._owners))
+            self._blocks[(block.variant, block.case, high)] = block
+            self._owners.extend([block] * _TRIALS_PER_BLOCK)
+        return block.start + key[2] % _TRIALS_PER_BLOCK  # type: ignore[index,no-any-return]
 
     def find(self, key: object) -> int | None:
-        return self._slots.get(key)  # type: ignore[arg-type]
+        block_key = self._block_key(key)
+        if block_key is None:
+            return self._singles.get(key)  # type: ignore[arg-type]
+        block = self._blocks.get(block_key)
+        return None if block is None else block.start + key[2] % _TRIALS_PER_BLOCK  # type: ignore[index]
+
+    def key(self, slot: int) -> K:
+        owner = self._owners[slot]
+        if type(owner) is _Block:
+            return (owner.variant, owner.case, owner.first + slot - owner.start)  # type: ignore[return-value]
+        return owner  # type: ignore[no-any-return,return-value]
+
+    def __len__(self) -> int:
+        """Slots given out (blocks count whole)."""
+        return len(self._owners)
 
 
 class RecordStore(MutableMapping[K, dict[str, Any]]):
@@ -192,10 +239,10 @@ class RecordStore(MutableMapping[K, dict[str, Any]]):
         return self._packed_at(key) != _ABSENT
 
     def __iter__(self) -> Iterator[K]:
-        keys = self._keys.keys
+        key = self._keys.key
         for slot, packed in enumerate(self._packed):
             if packed != _ABSENT:
-                yield keys[slot]
+                yield key(slot)
 
     def __len__(self) -> int:
         return self._len
