@@ -43,7 +43,7 @@ EXIT_INTERRUPTED = 130
 @dataclass
 class Outcome:
     run: Run
-    summary: dict[str, Any]
+    summary: dict[str, Any]  # summary.json without its per-case rows (read the file for those)
     notes: list[str] = dataclasses.field(default_factory=list)  # what went wrong in shards, for the CLI to show
 
     @property
