@@ -12,7 +12,7 @@ import hashlib
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableSequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +25,7 @@ from mst.grading import GradingSource, LiveSource, TrialView, compare_pairwise, 
 from mst.progress import Progress
 from mst.runs.files import Journal, atomic_write_bytes, json_file_bytes, write_trial_file
 from mst.runs.layout import Key, RunPaths
+from mst.runs.records import KeyList
 from mst.runs.run import Run
 from mst.session.io import TranscriptError, dumps_jsonl
 from mst.session.redact import Redactor
@@ -35,7 +36,7 @@ R = TypeVar("R")
 
 @dataclass
 class GradePlan:
-    trials: list[Key] = field(default_factory=list)
+    trials: MutableSequence[Key] | KeyList[Key] = field(default_factory=list)
     keep: dict[Key, dict[str, dict[str, Any]]] = field(default_factory=dict)
     pairs: list[tuple[str, str]] = field(default_factory=list)  # (candidate, case)
 
@@ -49,9 +50,11 @@ def plan_grading(run: Run, resolved: ResolvedEval, *, resume: bool) -> GradePlan
     """What needs grading. With ``resume``, valid earlier verdicts are kept, not redone."""
     if resume:
         _refuse_changed_judges(run, resolved)
-    plan = GradePlan()
+    index = run.attempts.key_index
+    plan = GradePlan(trials=KeyList(index))  # slots, not key tuples: 8 bytes a trial
     cases = {c.id: c for c in resolved.cases}  # resolved.case() scans: quadratic over a big run
-    for key in sorted(run.attempts):
+    for slot in run.attempts.slots_in_key_order():
+        key = index.key(slot)
         if not endings.is_trial(run.ending(key)):
             continue
         earlier = run.trial_grades.get(key) if resume else None

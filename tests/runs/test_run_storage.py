@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import tracemalloc
 from pathlib import Path
 
@@ -78,6 +79,19 @@ def test_key_index_blocks_trials_and_gives_other_keys_a_slot_each() -> None:
     store[("cand", "c")] = {"b": 2}
     store[("v", "c", 2)] = {"c": 3}
     assert set(store) == {("v", "c", 20), ("cand", "c"), ("v", "c", 2)} and ("v", "c", 1) not in store
+
+
+def test_records_come_out_in_key_order_whatever_order_they_went_in() -> None:
+    keys = [(v, f"c{c}", t) for v in ("b", "a") for c in (3, 1, 20, 2) for t in (9, 0, 4, 8, 1)]
+    random.Random(5).shuffle(keys)
+    store: RecordStore[tuple[str, str, int]] = RecordStore()
+    for k in keys:
+        store[k] = {"key": list(k)}
+    assert list(store.raw_in_key_order()) == [store.raw(k) for k in sorted(keys)]
+    pairs: RecordStore[tuple[str, str]] = RecordStore()
+    for k in [("cand", "z"), ("cand", "a"), ("b", "m")]:
+        pairs[k] = {"k": list(k)}
+    assert [orjson.loads(r)["k"] for r in pairs.raw_in_key_order()] == [["b", "m"], ["cand", "a"], ["cand", "z"]]
 
 
 def test_store_memory_does_not_grow_with_the_records() -> None:

@@ -78,8 +78,7 @@ class Run:
 
     def write(self) -> None:
         """run.json: the metadata and every attempt once, in key order, each as it is stored."""
-        write_record_file(self.paths.run_json, self.meta, "attempts",
-                          (self.attempts.raw(k) for k in sorted(self.attempts)))
+        write_record_file(self.paths.run_json, self.meta, "attempts", self.attempts.raw_in_key_order())
 
 
 def attempt_record(record: dict[str, Any], ending: endings.Ending) -> dict[str, Any]:

@@ -25,11 +25,10 @@ from mst.statistics import case_sum, clustered_mean_of_sums
 def finalize(run: Run, resolved: ResolvedEval) -> dict[str, Any]:
     # The records as stored, one per line: never the whole list in memory, never encoded again.
     write_record_file(run.paths.results, {"schema": RESULTS_SCHEMA, "run": run.id}, "trials",
-                      (run.trial_grades.raw(k) for k in sorted(run.trial_grades)))
+                      run.trial_grades.raw_in_key_order())
     comparisons_head = {"schema": COMPARISONS_SCHEMA, "run": run.id,
                         "baseline": resolved.baseline.id if resolved.baseline else None}
-    write_record_file(run.paths.comparisons, comparisons_head, "comparisons",
-                      (run.comparisons.raw(k) for k in sorted(run.comparisons)))
+    write_record_file(run.paths.comparisons, comparisons_head, "comparisons", run.comparisons.raw_in_key_order())
     summary, rows = summarize(run, resolved)
     write_record_file(run.paths.summary, summary, "cases", (orjson.dumps(row) for row in rows))
     return summary
