@@ -62,7 +62,7 @@ def prefer_correct(case, a, b):
 
 EVAL_YAML = """\
 name: bench-{n}
-trials: 5
+trials: {trials}
 concurrency: {concurrency}
 gradingConcurrency: 1  # the judges here are CPU-bound Python: a thread pool only adds GIL hand-offs
 deadlineSeconds: 60
@@ -94,9 +94,12 @@ datasets:
 """
 
 
-def make_eval(root: Path, attempts: int, *, latency_ms: float = 0, concurrency: int = 8) -> Path:
-    """An eval of ``attempts`` attempts (attempts/10 cases × 2 variants × 5 trials)."""
-    n_cases = max(1, attempts // 10)
+def make_eval(root: Path, attempts: int, *, latency_ms: float = 0, concurrency: int = 8,
+              cases: int | None = None) -> Path:
+    """An eval of ``attempts`` attempts: attempts/10 cases × 2 variants × 5 trials, or ``cases``
+    cases × 2 variants × attempts/(2 × cases) trials."""
+    n_cases = cases or max(1, attempts // 10)
+    trials = max(1, attempts // (2 * n_cases))
     root.mkdir(parents=True, exist_ok=True)
     (root / "judges.py").write_text(JUDGES_PY)
     with open(root / "cases.jsonl", "w") as fh:
@@ -113,7 +116,8 @@ def make_eval(root: Path, attempts: int, *, latency_ms: float = 0, concurrency: 
                 + "\n"
             )
     path = root / "eval.yaml"
-    path.write_text(EVAL_YAML.format(n=n_cases * 10, concurrency=concurrency, latency=latency_ms))
+    path.write_text(EVAL_YAML.format(n=n_cases * 2 * trials, trials=trials, concurrency=concurrency,
+                                     latency=latency_ms))
     return path
 
 
@@ -153,8 +157,8 @@ def bench_run(args: argparse.Namespace, work: Path) -> dict[int, Path]:
         f"{'attempts':>9} {'grade':>6} {'wall s':>8} {'ms/attempt':>11} {'cpu s':>7} {'sys s':>7} {'peak RSS MiB':>13}"
     )
     for n in args.attempts:
-        root = work / f"eval-{n}"
-        eval_path = make_eval(root, n)
+        root = work / (f"eval-{n}" if args.cases is None else f"eval-{n}-{args.cases}-cases")
+        eval_path = make_eval(root, n, cases=args.cases)
         grade = n <= args.no_grade_above
         argv = [MST, "run", str(eval_path), "--runs-dir", str(root / "runs"), "--json"]
         if not grade:
@@ -243,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-grade-above", type=int, default=10**9, help="collect only (--no-grade) for runs larger than this"
     )
+    parser.add_argument("--cases", type=int, help="run: this many cases, the trials growing with --attempts")
     parser.add_argument("--regrade-attempts", type=int, default=20_000)
     parser.add_argument("--latency-attempts", type=int, default=2_000)
     parser.add_argument("--latency-ms", type=float, default=100)
