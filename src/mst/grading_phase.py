@@ -14,13 +14,13 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator, MutableSequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mst import endings
 from mst.config.errors import Problem, UserError
 from mst.config.resolved import ResolvedCase, ResolvedEval
+from mst.config.secrets import in_environment
 from mst.grading import GradingSource, LiveSource, TrialView, compare_pairwise, grade_trial
 from mst.progress import Progress
 from mst.runs.files import Journal, atomic_write_bytes, json_file_bytes, write_trial_file
@@ -168,7 +168,7 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, *, secrets: dic
              for pair in plan.pairs)
     cfg = resolved.config
     workers = (cfg.gradingConcurrency or cfg.concurrency) if _calls_judges(resolved) else 1
-    with _secrets_in_env(secrets), Journal(run.paths.grading_journal) as journal:
+    with in_environment(secrets), Journal(run.paths.grading_journal) as journal:
         for key, record in _in_order(trials, workers):
             run.trial_grades.put(key, record, journal.append(record))
             if on_record is not None:
@@ -317,19 +317,3 @@ def grading_complete(run: Run, resolved: ResolvedEval) -> bool:
                 if comp is None or comp.get("errors"):
                     return False
     return True
-
-
-@contextmanager
-def _secrets_in_env(secrets: dict[str, str]) -> Iterator[None]:
-    """Judges read their keys from the environment, as they would in a grade worker."""
-    saved = {k: os.environ.get(k) for k in secrets}
-    os.environ.update(secrets)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from mst.clients.base import AttemptOutcome, AttemptRequest, TranscriptRecorder
 from mst.config.models import VariantConfig
+from mst.config.secrets import in_environment
 from mst.session.events import Event
 
 HERE = Path(__file__).resolve().parent
@@ -29,18 +30,8 @@ def fake_cli_env() -> dict[str, str]:
     return {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "FAKE_PYTHON": sys.executable}
 
 
-@contextmanager
-def fake_clis_on_path() -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in ("PATH", "FAKE_PYTHON")}
-    os.environ.update(fake_cli_env())
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def fake_clis_on_path() -> AbstractContextManager[None]:
+    return in_environment(fake_cli_env())
 
 
 def variant(client: str, model: str | None, servers: Mapping[str, Any] | None = None) -> VariantConfig:

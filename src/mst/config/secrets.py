@@ -6,7 +6,10 @@ error messages name the file and line, never a value.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from mst.config.errors import Problem, UserError
@@ -38,3 +41,19 @@ def load_secrets(path: Path | None) -> dict[str, str]:
             value = value.split(" #", 1)[0].rstrip()
         out[name] = value
     return out
+
+
+@contextmanager
+def in_environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` set in this process's environment, and the earlier values back after: judges
+    read their keys from the environment, as they would in a grade worker."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -111,7 +111,7 @@ def atomic_write_json(path: Path | str, value: Any, *, fsync: bool = True) -> No
 
 def read_json(path: Path, what: str) -> Any:
     try:
-        raw = path.read_bytes()
+        raw = read_bytes(path)
     except FileNotFoundError:
         raise UserError(Problem(str(path), f"{what} is missing")) from None
     try:
@@ -169,22 +169,40 @@ def read_journal_lines(path: Path, *, repair: bool = False) -> Iterator[tuple[in
         fh = open(path, "rb")  # noqa: SIM115 - closed below, after the last block
     except FileNotFoundError:
         return
+    lineno, size, torn = 0, 0, b""
     with fh:
-        lineno, carry, size = 0, b"", 0
-        while block := fh.read(IO_BLOCK):
-            size += len(block)
-            lines = (carry + block).split(b"\n")
-            carry = lines.pop()
-            for line in lines:
-                lineno += 1
-                if line.strip():
-                    yield lineno, _journal_record(path, line, lineno), line
-    if carry:
+        for line, whole in read_lines(fh):
+            size += len(line) + whole
+            if not whole:
+                torn = line
+            elif line.strip():
+                yield lineno + 1, _journal_record(path, line, lineno + 1), line
+            lineno += whole
+    if torn:
         if not repair:
             raise UserError(Problem(str(path), "last line is truncated (a crash cut it short); "
                                     "run `mst run --resume` to complete the run", line=lineno + 1))
         with open(path, "r+b") as out:
-            out.truncate(size - len(carry))
+            out.truncate(size - len(torn))
+
+
+def read_lines(fh: BinaryIO, length: int | None = None) -> Iterator[tuple[bytes, bool]]:
+    """The lines of ``fh`` from where it stands (``length`` bytes, or to its end), read
+    :data:`IO_BLOCK` bytes at a time: (line without its newline, whether a newline ended it).
+    Only the last may lack one."""
+    remaining = length if length is not None else -1
+    carry = b""
+    while remaining:
+        block = fh.read(IO_BLOCK if remaining < 0 else min(IO_BLOCK, remaining))
+        if not block:
+            break
+        remaining -= len(block) if remaining > 0 else 0
+        lines = (carry + block).split(b"\n")
+        carry = lines.pop()
+        for line in lines:
+            yield line, True
+    if carry:
+        yield carry, False
 
 
 def _journal_record(path: Path, line: bytes, lineno: int) -> dict[str, Any]:

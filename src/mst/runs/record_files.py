@@ -27,7 +27,7 @@ import orjson
 
 from mst.config.errors import Problem, UserError
 from mst.runs import files
-from mst.runs.files import atomic_write_chunks, json_file_bytes, read_bytes
+from mst.runs.files import atomic_write_chunks, json_file_bytes, read_json, read_lines
 
 _MARK = "\x00mst: the record list goes here\x00"
 _PAD = b"\n    "  # a record line's indent: the list is a top-level key's value
@@ -73,20 +73,9 @@ class RecordFile:
         start, end, line = self._span
         with open(self.path, "rb") as fh:
             fh.seek(start)
-            remaining = end - start
-            carry = b""
-            while remaining > 0:
-                block = fh.read(min(files.IO_BLOCK, remaining))
-                if not block:
-                    break
-                remaining -= len(block)
-                lines = (carry + block).split(b"\n")
-                carry = lines.pop()
-                for text in lines:
-                    yield self._decode(text, line), line
-                    line += 1
-            if carry:
-                yield self._decode(carry, line), line
+            for text, _ in read_lines(fh, end - start):
+                yield self._decode(text, line), line
+                line += 1
 
     def _decode(self, text: bytes, line: int) -> Any:
         body = text.strip()
@@ -118,7 +107,7 @@ def read_record_file(path: Path, what: str, key: str) -> RecordFile:
         if isinstance(head, dict):
             head.pop(key)
             return RecordFile(path, head, span, None)
-    whole = _loads_or_fail(path, what, read_bytes(path))
+    whole = read_json(path, what)
     if not isinstance(whole, dict):
         raise UserError(Problem(str(path), f"{what} is corrupt: expected an object"))
     loaded = whole.pop(key, [])
@@ -155,14 +144,6 @@ def _find_span(path: Path, key: str, size: int) -> tuple[int, int, int] | None:
             keep = tail[-len(_END):]
             offset += len(tail) - len(keep)
             tail = keep + fh.read(files.IO_BLOCK)
-
-
-def _loads_or_fail(path: Path, what: str, raw: bytes) -> Any:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.pos) + 1
-        raise UserError(Problem(str(path), f"{what} is corrupt: {exc.msg}", line=line)) from None
 
 
 __all__ = ["RecordFile", "read_record_file", "write_record_file"]

@@ -217,10 +217,14 @@ class RecordStore(MutableMapping[K, dict[str, Any]]):
 
     def raw(self, key: K) -> bytes:
         """The record's JSON as stored, not decoded: for writing it out again as it is."""
-        packed = self._packed_at(key)
-        if packed == _ABSENT:
+        return self._bytes(self._packed[self._held_slot(key)])
+
+    def _held_slot(self, key: object) -> int:
+        """The slot of the record held for ``key``; KeyError when there is none."""
+        slot = self._keys.find(key)
+        if slot is None or slot >= len(self._packed) or self._packed[slot] == _ABSENT:
             raise KeyError(key)
-        return self._bytes(packed)
+        return slot
 
     def _packed_at(self, key: object) -> int:
         slot = self._keys.find(key)
@@ -267,26 +271,17 @@ class RecordStore(MutableMapping[K, dict[str, Any]]):
         """The ``summarize`` value of the record at ``key`` (KeyError when absent)."""
         if self._summarize is None:
             raise TypeError("this RecordStore keeps no summaries")
-        if self._packed_at(key) == _ABSENT:
-            raise KeyError(key)
-        slot = self._keys.find(key)
-        assert slot is not None
-        return self._summaries[slot]
+        return self._summaries[self._held_slot(key)]
 
     def __getitem__(self, key: K) -> dict[str, Any]:
-        packed = self._packed_at(key)
-        if packed == _ABSENT:
-            raise KeyError(key)
-        return self._read(packed)
+        return self._read(self._packed[self._held_slot(key)])
 
     def get(self, key: K, default: Any = None) -> Any:  # type: ignore[override]
         packed = self._packed_at(key)
         return default if packed == _ABSENT else self._read(packed)
 
     def __delitem__(self, key: K) -> None:
-        slot = self._keys.find(key)
-        if slot is None or slot >= len(self._packed) or self._packed[slot] == _ABSENT:
-            raise KeyError(key)
+        slot = self._held_slot(key)
         self._packed[slot] = _ABSENT
         self._len -= 1
         if slot < len(self._summaries):
