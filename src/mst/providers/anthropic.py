@@ -30,6 +30,7 @@ import orjson
 
 from mst.endings import EndingException, Infrastructure
 from mst.providers import _errors
+from mst.providers._sdk import SdkProvider, SdkSession
 from mst.providers._sse import sse_events
 from mst.providers.base import (
     AssistantMessage,
@@ -44,7 +45,6 @@ from mst.providers.base import (
     Usage,
     UserMessage,
 )
-from mst.providers.settings import ProviderSettings
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -88,47 +88,32 @@ def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return out
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkProvider["AsyncAnthropic"]):
     """One per variant; SDK clients are made per API key."""
 
     name = PROVIDER
-
-    def __init__(self, model: str, settings: ProviderSettings | None) -> None:
-        self.model = model
-        self.settings = settings or ProviderSettings()
-        self._clients: dict[str, AsyncAnthropic] = {}
+    default_key = DEFAULT_KEY
 
     def session(self, context: AttemptContext) -> AnthropicSession:
         return AnthropicSession(self, context.secrets)
 
     def client(self, secrets: Mapping[str, str]) -> tuple[AsyncAnthropic, str]:
         s = self.settings
-        secret = s.apiKeySecret or DEFAULT_KEY
-        key = secrets.get(secret) or os.environ.get(secret)
+        secret, key = self.api_key(secrets)
         if not key:
             raise _errors.no_key(PROVIDER, secret)
-        client = self._clients.get(key)
-        if client is None:
+
+        def make() -> AsyncAnthropic:
             from anthropic import AsyncAnthropic
 
             base_url = s.baseUrl or os.environ.get("ANTHROPIC_BASE_URL")
-            client = AsyncAnthropic(api_key=key, base_url=base_url, max_retries=s.maxRetries,
-                                    timeout=s.timeoutSeconds)
-            self._clients[key] = client
-        return client, key
+            return AsyncAnthropic(api_key=key, base_url=base_url, max_retries=s.maxRetries, timeout=s.timeoutSeconds)
 
-    async def aclose(self) -> None:
-        clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            await client.close()
+        return self.cached_client(key, make), key
 
 
-class AnthropicSession:
-    __slots__ = ("_provider", "_secrets")
-
-    def __init__(self, provider: AnthropicProvider, secrets: Mapping[str, str]) -> None:
-        self._provider = provider
-        self._secrets = secrets
+class AnthropicSession(SdkSession[AnthropicProvider]):
+    __slots__ = ()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         import anthropic

@@ -32,6 +32,7 @@ import orjson
 
 from mst.endings import EndingException, Infrastructure
 from mst.providers import _errors
+from mst.providers._sdk import SdkProvider, SdkSession
 from mst.providers._sse import sse_events
 from mst.providers.base import (
     AssistantMessage,
@@ -45,7 +46,6 @@ from mst.providers.base import (
     Usage,
     UserMessage,
 )
-from mst.providers.settings import ProviderSettings
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -93,48 +93,34 @@ def _messages(system: str | None, messages: Sequence[Message]) -> list[dict[str,
     return out
 
 
-class OpenAIProvider:
+class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
     """One per variant; SDK clients are made per API key (the key may differ per secrets file)."""
 
     name = PROVIDER
-
-    def __init__(self, model: str, settings: ProviderSettings | None) -> None:
-        self.model = model
-        self.settings = settings or ProviderSettings()
-        self._clients: dict[str, AsyncOpenAI] = {}
+    default_key = DEFAULT_KEY
 
     def session(self, context: AttemptContext) -> OpenAISession:
         return OpenAISession(self, context.secrets)
 
     def client(self, secrets: Mapping[str, str]) -> tuple[AsyncOpenAI, str]:
         s = self.settings
-        secret = s.apiKeySecret or DEFAULT_KEY
-        key = secrets.get(secret) or os.environ.get(secret)
+        secret, key = self.api_key(secrets)
         base_url = s.baseUrl or os.environ.get("OPENAI_BASE_URL")
         if not key:
             if base_url is None:
                 raise _errors.no_key(PROVIDER, secret)
             key = _NO_KEY
-        client = self._clients.get(key)
-        if client is None:
+
+        def make() -> AsyncOpenAI:
             from openai import AsyncOpenAI
 
-            client = AsyncOpenAI(api_key=key, base_url=base_url, max_retries=s.maxRetries, timeout=s.timeoutSeconds)
-            self._clients[key] = client
-        return client, key
+            return AsyncOpenAI(api_key=key, base_url=base_url, max_retries=s.maxRetries, timeout=s.timeoutSeconds)
 
-    async def aclose(self) -> None:
-        clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            await client.close()
+        return self.cached_client(key, make), key
 
 
-class OpenAISession:
-    __slots__ = ("_provider", "_secrets")
-
-    def __init__(self, provider: OpenAIProvider, secrets: Mapping[str, str]) -> None:
-        self._provider = provider
-        self._secrets = secrets
+class OpenAISession(SdkSession[OpenAIProvider]):
+    __slots__ = ()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         # `client.post` rather than `chat.completions.create`: the latter re-walks every message
