@@ -115,7 +115,51 @@ def wilson_interval(successes: float, n: float, z: float = Z95) -> tuple[float, 
 
 
 # ---------------------------------------------------------------------------------------------
-# Means clustered by case, and case-paired differences
+# One weighting: every case counts once
+#
+# A mean here is the mean of the cases' own means (each case the mean of its trials), so a case
+# with five trials weighs what a case with one does. The case is the unit of sampling, its
+# spread is the spread of case means (the cluster-robust variance with equal case weights), and
+# the intervals use a t quantile on G−1 degrees of freedom. Differences between variants are
+# means of per-case differences over the cases both have, so a difference and the two means it
+# is taken from never disagree in sign. See docs/statistics.md.
+
+Bounds = tuple[float | None, float | None]
+NO_BOUNDS: Final[Bounds] = (None, None)
+MIN_CASES: Final = 10
+"""The fewest cases (paired cases for a difference) on which any better/worse decision is made."""
+POWER: Final = 0.8
+
+
+def check_confidence(confidence: float) -> float:
+    """``confidence`` itself when it is a usable level: in [0.5, 1)."""
+    if isinstance(confidence, bool) or not 0.5 <= confidence < 1.0:
+        raise ValueError(f"confidence must be in [0.5, 1), got {confidence!r}")
+    return float(confidence)
+
+
+def two_sided_quantile(confidence: float, df: float) -> float:
+    """The t quantile of a two-sided interval at ``confidence`` with ``df`` degrees of freedom."""
+    return t_quantile(0.5 + check_confidence(confidence) / 2.0, df)
+
+
+def clip(low: float, high: float, bounds: Bounds) -> tuple[float, float]:
+    """An interval cut to the range the quantity can take: the true value lies inside the range,
+    so cutting off what lies outside it never loses coverage."""
+    lo, hi = bounds
+    if lo is not None:
+        low, high = max(low, lo), max(high, lo)
+    if hi is not None:
+        low, high = min(low, hi), min(high, hi)
+    return low, high
+
+
+def difference_bounds(bounds: Bounds) -> Bounds:
+    """The range of a difference of two values in ``bounds``: [min − max, max − min]."""
+    lo, hi = bounds
+    if lo is None or hi is None:
+        return NO_BOUNDS
+    return lo - hi, hi - lo
 
 
 def _finite(value: float, where: str) -> float:
@@ -125,47 +169,84 @@ def _finite(value: float, where: str) -> float:
     return v
 
 
-def clustered_mean(
-    values_by_case: Mapping[str, Sequence[float | None]], confidence: float = CONFIDENCE
-) -> dict[str, Any]:
-    """Mean of per-trial values with an interval clustered by case (CR1 + t with G−1 df).
-
-    For grader metrics (durations, tool success rates). ``None`` values are missing evidence and
-    are left out, never counted as zero. With fewer than two cases the interval is unavailable
-    (``None``); when every case has the same mean it is the point itself, since no general
-    fallback like Wilson's exists for unbounded values.
-    """
-    sums: list[float] = []
-    counts: list[int] = []
-    for case_id, values in values_by_case.items():
-        case = case_sum(values, case_id)
-        if case is not None:
-            sums.append(case[0])
-            counts.append(case[1])
-    return clustered_mean_of_sums(sums, counts, confidence)
+def _spread(values: Sequence[float], mean: float) -> float:
+    """The sample standard deviation (n − 1)."""
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def case_sum(values: Iterable[float | None], where: str) -> tuple[float, int] | None:
-    """One case's (sum, count) of its present values, None when it has none: all that
-    :func:`clustered_mean_of_sums` needs of a case, so a caller may keep just that."""
+    """One case's (sum, count) of its present values, None when it has none."""
     present = [_finite(v, where) for v in values if v is not None]
     return (math.fsum(present), len(present)) if present else None
 
 
-def clustered_mean_of_sums(sums: Sequence[float], counts: Sequence[int],
-                           confidence: float = CONFIDENCE) -> dict[str, Any]:
-    """:func:`clustered_mean` from each case's (sum, count) of present values."""
-    g = len(sums)
-    total = int(sum(counts))
+def mean_of_cases(means: Sequence[float], confidence: float = CONFIDENCE,
+                  bounds: Bounds = NO_BOUNDS) -> dict[str, Any]:
+    """The mean of case means, equal weight per case, with a t interval kept inside ``bounds``.
+
+    ``{mean, low, high, cases}``; the interval is ``None`` with fewer than two cases (one case says
+    nothing about how cases vary), and the point itself when every case has the same mean.
+    """
+    g = len(means)
     if g == 0:
-        return {"mean": None, "low": None, "high": None, "cases": 0, "n": 0}
-    mean = math.fsum(sums) / total
+        return {"mean": None, "low": None, "high": None, "cases": 0}
+    mean = math.fsum(means) / g
     if g < 2:
-        return {"mean": mean, "low": None, "high": None, "cases": g, "n": total}
-    ss = math.fsum((s - mean * n) ** 2 for s, n in zip(sums, counts, strict=True))
-    se = math.sqrt(g / (g - 1) * ss) / total
-    half = t_quantile(0.5 + confidence / 2, g - 1) * se
-    return {"mean": mean, "low": mean - half, "high": mean + half, "cases": g, "n": total}
+        return {"mean": mean, "low": None, "high": None, "cases": g}
+    half = two_sided_quantile(confidence, g - 1) * _spread(means, mean) / math.sqrt(g)
+    low, high = clip(mean - half, mean + half, bounds)
+    return {"mean": mean, "low": low, "high": high, "cases": g}
+
+
+def clustered_mean(values_by_case: Mapping[str, Sequence[float | None]], confidence: float = CONFIDENCE,
+                   bounds: Bounds = NO_BOUNDS) -> dict[str, Any]:
+    """:func:`mean_of_cases` of per-trial values given by case, plus ``n``, the values used.
+
+    ``None`` values are missing evidence and are left out, never counted as zero; a case with
+    no value is left out.
+    """
+    means: list[float] = []
+    n = 0
+    for case_id, values in values_by_case.items():
+        summed = case_sum(values, case_id)
+        if summed is not None:
+            means.append(summed[0] / summed[1])
+            n += summed[1]
+    return {**mean_of_cases(means, confidence, bounds), "n": n}
+
+
+def proportion_of_cases(fractions: Sequence[float], max_n: float,
+                        confidence: float = CONFIDENCE) -> dict[str, Any]:
+    """The mean of per-case fractions in [0, 1] with an interval that holds near 0 and 1.
+
+    A Wilson score interval on the *effective sample size* n* = p(1−p)/V, where V is the
+    variance of the mean over cases (the design effect turns trials that move together into
+    fewer independent ones), capped at ``max_n`` (the trials), with the t quantile on G−1
+    degrees of freedom. Unlike p ± t·√V it does not shrink to a point when one trial in 150
+    fails, and it stays inside [0, 1]. Methods: ``wilson-effective``; ``wilson-cases`` when V is
+    0 (every case has the same fraction: each case counts as one observation, the worst case of
+    within-case correlation); ``single-case``, with no interval, for one case, whose trials say
+    nothing about how cases vary. See docs/statistics.md for the coverage simulation.
+    """
+    g = len(fractions)
+    out: dict[str, Any] = {"estimate": None, "low": None, "high": None, "method": None, "effectiveN": None}
+    if g == 0:
+        return out
+    p = math.fsum(fractions) / g
+    out["estimate"] = p
+    if g == 1:
+        return {**out, "method": "single-case"}
+    variance = _spread(fractions, p) ** 2 / g
+    if variance > 1e-18:
+        n_eff, method = min(float(max_n), p * (1.0 - p) / variance), "wilson-effective"
+    else:
+        n_eff, method = float(g), "wilson-cases"
+    low, high = wilson_interval(p * n_eff, n_eff, two_sided_quantile(confidence, g - 1))
+    return {**out, "low": low, "high": high, "method": method, "effectiveN": n_eff}
+
+
+# ---------------------------------------------------------------------------------------------
+# Case-paired differences, decisions, power, multiple comparisons
 
 
 def _case_value(value: float | Sequence[float | None] | None, where: str) -> float | None:
@@ -181,34 +262,131 @@ def paired_difference(
     a_by_case: Mapping[str, float | Sequence[float | None] | None],
     b_by_case: Mapping[str, float | Sequence[float | None] | None],
     confidence: float = CONFIDENCE,
+    bounds: Bounds = NO_BOUNDS,
 ) -> dict[str, Any]:
     """Mean of case-level differences a − b over the cases both sides have, with a paired t test.
 
-    A case's value is the number given, or the mean of the trial values given. Returns
-    ``{mean, low, high, p, cases, df}``; ``low``/``high``/``p`` are ``None`` with fewer than two
-    cases. The p-value is two-sided. With zero spread the interval is the point and p is 1 for
-    a zero mean and 0 otherwise (the t statistic is then 0 or infinite).
+    A case's value is the number given, or the mean of the trial values given. See
+    :func:`difference_of_pairs` for what is returned.
     """
-    diffs: list[float] = []
+    pairs: list[tuple[float, float]] = []
     for case_id, a_raw in a_by_case.items():
         if case_id not in b_by_case:
             continue
         a, b = _case_value(a_raw, case_id), _case_value(b_by_case[case_id], case_id)
         if a is not None and b is not None:
-            diffs.append(a - b)
-    n = len(diffs)
+            pairs.append((a, b))
+    return difference_of_pairs(pairs, confidence, bounds)
+
+
+def difference_of_pairs(pairs: Sequence[tuple[float, float]], confidence: float = CONFIDENCE,
+                        bounds: Bounds = NO_BOUNDS) -> dict[str, Any]:
+    """The paired t analysis of (a, b) case values: ``{mean, a, b, low, high, p, se, sd, cases, df}``.
+
+    ``a``/``b`` are the two sides' means over these cases (equal weight per case), so
+    ``mean == a − b`` exactly. ``low``/``high``/``p``/``se``/``sd`` are ``None`` with fewer than
+    two cases; the p-value is two-sided; the interval is kept inside the range of a difference
+    of values in ``bounds``. With zero spread the interval is the point and p is 1 for a zero
+    mean and 0 otherwise (the t statistic is then 0 or infinite): :func:`decide` makes no
+    decision from it.
+    """
+    n = len(pairs)
+    out: dict[str, Any] = {"mean": None, "a": None, "b": None, "low": None, "high": None, "p": None,
+                           "se": None, "sd": None, "cases": n, "df": None}
     if n == 0:
-        return {"mean": None, "low": None, "high": None, "p": None, "cases": 0, "df": None}
+        return out
+    diffs = [a - b for a, b in pairs]
     mean = math.fsum(diffs) / n
+    out.update(mean=mean, a=math.fsum(a for a, _ in pairs) / n, b=math.fsum(b for _, b in pairs) / n)
     if n < 2:
-        return {"mean": mean, "low": None, "high": None, "p": None, "cases": 1, "df": None}
-    sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1))
+        return out
+    sd = _spread(diffs, mean)
     se = sd / math.sqrt(n)
-    df = n - 1
+    out.update(sd=sd, se=se, df=n - 1)
     if se == 0.0:
-        p = 1.0 if mean == 0.0 else 0.0
-        return {"mean": mean, "low": mean, "high": mean, "p": p, "cases": n, "df": df}
-    t = mean / se
-    p = min(1.0, 2.0 * t_cdf(-abs(t), df))
-    half = t_quantile(0.5 + confidence / 2, df) * se
-    return {"mean": mean, "low": mean - half, "high": mean + half, "p": p, "cases": n, "df": df}
+        return {**out, "low": mean, "high": mean, "p": 1.0 if mean == 0.0 else 0.0}
+    p = min(1.0, 2.0 * t_cdf(-abs(mean / se), n - 1))
+    half = two_sided_quantile(confidence, n - 1) * se
+    low, high = clip(mean - half, mean + half, difference_bounds(bounds))
+    return {**out, "low": low, "high": high, "p": p}
+
+
+def decide(diff: Mapping[str, Any], direction: str, *, min_cases: int = MIN_CASES,
+           alpha: float = 1.0 - CONFIDENCE, p: float | None = None) -> tuple[str, str | None]:
+    """``(decision, reason)`` for a paired difference (a = candidate, b = baseline).
+
+    ``insufficient`` with fewer than ``min_cases`` paired cases (at least 2: cases, not trials,
+    are the independent units) or with no spread (a standard error of 0 is not certainty: two
+    cases that differ alike say nothing about the noise); otherwise ``better``/``worse`` when
+    the p-value (``p``, e.g. adjusted for multiple comparisons, or the difference's own) is
+    below ``alpha`` in the metric's favourable/unfavourable ``direction``, else ``inconclusive``.
+    """
+    cases = int(diff.get("cases") or 0)
+    needed = max(min_cases, 2)
+    if cases < needed:
+        return "insufficient", f"{cases} paired case(s); a decision needs at least {needed}"
+    if not diff.get("se"):
+        return "insufficient", "no spread: every paired case differs alike, so the noise cannot be estimated"
+    p_value = diff["p"] if p is None else p
+    if p_value >= alpha or not diff["mean"]:
+        return "inconclusive", None
+    favourable = diff["mean"] > 0 if direction == "higher" else diff["mean"] < 0
+    return ("better" if favourable else "worse"), None
+
+
+def minimum_detectable_effect(sd: float | None, cases: int, confidence: float = CONFIDENCE,
+                              power: float = POWER) -> float | None:
+    """The smallest true mean difference a paired t test on ``cases`` cases, with per-case
+    differences of standard deviation ``sd``, finds at ``power``: (t₁₋α/₂ + t_power)·sd/√G on
+    G−1 degrees of freedom. ``None`` without two cases or a spread (a spread of 0 is no estimate
+    of the noise)."""
+    if not sd or cases < 2:
+        return None
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must be in (0, 1), got {power!r}")
+    return (two_sided_quantile(confidence, cases - 1) + t_quantile(power, cases - 1)) * sd / math.sqrt(cases)
+
+
+def cases_needed(difference: float, sd: float, confidence: float = CONFIDENCE, power: float = POWER) -> int:
+    """The fewest cases whose :func:`minimum_detectable_effect` is at most ``difference``.
+
+    Starts from the normal approximation (a lower bound, since t quantiles exceed normal ones)
+    and steps up; never fewer than 2.
+    """
+    if not difference > 0 or not math.isfinite(difference):
+        raise ValueError(f"the difference to detect must be a positive number, got {difference!r}")
+    if not sd >= 0 or not math.isfinite(sd):
+        raise ValueError(f"the standard deviation must be a non-negative number, got {sd!r}")
+    normal = NormalDist()
+    z = normal.inv_cdf(0.5 + check_confidence(confidence) / 2) + normal.inv_cdf(power)
+    n = max(2, math.ceil((z * sd / difference) ** 2))
+    while (mde := minimum_detectable_effect(sd, n, confidence, power)) is not None and mde > difference:
+        n += 1
+    return n
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjusted p-values (``None`` stays ``None`` and is not counted): a family
+    of tests whose adjusted p is below α has a family-wise error rate of at most α."""
+    present = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    out: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(present):
+        running = max(running, min(1.0, (len(present) - rank) * p))
+        out[i] = running
+    return out
+
+
+def sign_test(wins: int, losses: int) -> float | None:
+    """Two-sided exact sign test of wins against losses (ties left out); None without either."""
+    decided = wins + losses
+    if not decided:
+        return None
+    k = min(wins, losses)
+    # P(X ≤ k) for X ~ Binomial(decided, 1/2), in log space to stay O(decided) and exact enough.
+    log_half = decided * math.log(0.5)
+    tail = math.fsum(
+        math.exp(math.lgamma(decided + 1) - math.lgamma(i + 1) - math.lgamma(decided - i + 1) + log_half)
+        for i in range(k + 1)
+    )
+    return min(1.0, 2.0 * tail)
