@@ -5,6 +5,8 @@ Exit codes (stable, for CI gates):
   1  internal error (a bug in mst: please report it)
   2  user error: bad eval file, bad run directory, bad arguments
   3  completed with incomplete cases (infrastructure failures or ungraded trials remain)
+  4  a regression: `mst gate`, or `mst run --fail-on-regression`, found a candidate
+     significantly worse than the baseline (Holm-adjusted; see docs/statistics.md)
   130 interrupted (Ctrl-C); the run is resumable
 """
 
@@ -19,6 +21,8 @@ from typing import Any, TypeVar
 import click
 
 from mst import __version__
+from mst._cli_options import confidence_option
+from mst.statistics import MIN_CASES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -101,9 +105,15 @@ def schema() -> None:
 @click.option("--runner", help="Run shards on this runner: process, ray, command, or a plugin.")
 @click.option("--runner-option", "runner_options", multiple=True, metavar="KEY=VALUE",
               help="A runner option (repeatable): shards=N, keep=true, or the runner's own.")
+@click.option("--fail-on-regression", is_flag=True,
+              help="Exit 4 when a candidate's pass rate is significantly worse than the baseline's (mst gate).")
+@click.option("--summary-md", type=click.Path(path_type=Path),
+              help="With --fail-on-regression: append the gate's Markdown summary here.")
+@confidence_option
 @_handle_errors
 def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concurrency: int | None,
-        secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...]) -> None:
+        secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...],
+        fail_on_regression: bool, summary_md: Path | None, confidence: float) -> None:
     """Collect and grade an eval (TARGET = eval file), or resume a run (--resume TARGET = run dir)."""
     from mst import pipeline
     from mst.report.terminal import RichProgress, print_summary
@@ -113,13 +123,20 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
         if resume:
             outcome = pipeline.resume_run(resolve_run_dir(target), concurrency=concurrency,
                                           secrets_file=secrets_file, progress=progress, runner=runner,
-                                          runner_options=runner_options)
+                                          runner_options=runner_options, confidence=confidence)
         else:
             outcome = pipeline.run_eval(target, runs_dir=runs_dir, no_grade=no_grade, concurrency=concurrency,
                                         secrets_file=secrets_file, progress=progress, runner=runner,
-                                        runner_options=runner_options)
+                                        runner_options=runner_options, confidence=confidence)
     print_summary(outcome.run, outcome.summary, as_json=as_json)
     _print_notes(outcome.notes)
+    if fail_on_regression:
+        from mst._cli_stats import run_gate
+        from mst.runs.gate import REGRESSION_EXIT
+
+        if run_gate(outcome.run.paths.root, against=None, metrics=(), confidence=confidence,
+                    min_cases=MIN_CASES, summary_md=summary_md):
+            sys.exit(REGRESSION_EXIT)
     sys.exit(outcome.exit_code)
 
 
@@ -133,9 +150,11 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
 @click.option("--runner", help="Run shards on this runner: process, ray, command, or a plugin.")
 @click.option("--runner-option", "runner_options", multiple=True, metavar="KEY=VALUE",
               help="A runner option (repeatable): shards=N, keep=true, or the runner's own.")
+@confidence_option
 @_handle_errors
 def grade(run_dir: Path, resume: bool, eval_file: Path | None, runs_dir: Path | None,
-          secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...]) -> None:
+          secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...],
+          confidence: float) -> None:
     """Regrade a stored run into a new run (regradeOf), without collecting again."""
     from mst import pipeline
     from mst.report.terminal import RichProgress, print_summary
@@ -144,7 +163,7 @@ def grade(run_dir: Path, resume: bool, eval_file: Path | None, runs_dir: Path | 
     with RichProgress(enabled=not as_json) as progress:
         outcome = pipeline.grade(resolve_run_dir(run_dir), eval_path=eval_file, resume=resume,
                                  runs_dir=runs_dir, secrets_file=secrets_file, progress=progress,
-                                 runner=runner, runner_options=runner_options)
+                                 runner=runner, runner_options=runner_options, confidence=confidence)
     print_summary(outcome.run, outcome.summary, as_json=as_json)
     _print_notes(outcome.notes)
     sys.exit(outcome.exit_code)
@@ -184,6 +203,11 @@ def _attach_optional_groups() -> None:
         return
     _optional_attached = True
     from mst._cli_graders import experiments, graders
+    from mst._cli_stats import gate_command, plan_command
 
     main.add_command(graders)
     main.add_command(experiments)
+    for command in (gate_command, plan_command):
+        assert command.callback is not None
+        command.callback = _handle_errors(command.callback)
+        main.add_command(command)

@@ -28,6 +28,7 @@ from mst.runs.layout import RUN_SCHEMA, RunPaths, create_run_dir, key_of, link_a
 from mst.runs.run import Run, open_run
 from mst.runs.summary import finalize
 from mst.session.redact import Redactor
+from mst.statistics import CONFIDENCE
 
 if TYPE_CHECKING:
     from mst.runners.base import Runner, Work
@@ -61,6 +62,7 @@ def run_eval(
     progress: Progress | None = None,
     runner: str | None = None,
     runner_options: Sequence[str] = (),
+    confidence: float = CONFIDENCE,
 ) -> Outcome:
     """Collect (locally, or in shards on ``runner``) and grade (on the coordinator) an eval."""
     resolved = resolve_eval(eval_path)
@@ -78,7 +80,7 @@ def run_eval(
         write_latest(paths)
         count = len(resolved.variants) * sum(c.trials for c in resolved.cases)
         return _collect_and_grade(run, resolved, all_attempts(resolved), count, secrets, concurrency, progress,
-                                  opened)
+                                  opened, confidence=confidence)
 
 
 def resume_run(
@@ -89,6 +91,7 @@ def resume_run(
     progress: Progress | None = None,
     runner: str | None = None,
     runner_options: Sequence[str] = (),
+    confidence: float = CONFIDENCE,
 ) -> Outcome:
     """Collect what is missing and what a retry can help, then grade what is ungraded."""
     run = open_run(run_dir, repair=True)
@@ -96,7 +99,8 @@ def resume_run(
     secrets = load_secrets(secrets_file)
     with _opened(runner, runner_options, "collect") as opened:
         specs = list(_to_resume(run, resolved))
-        return _collect_and_grade(run, resolved, specs, len(specs), secrets, concurrency, progress, opened)
+        return _collect_and_grade(run, resolved, specs, len(specs), secrets, concurrency, progress, opened,
+                                  confidence=confidence)
 
 
 def grade(
@@ -109,6 +113,7 @@ def grade(
     progress: Progress | None = None,
     runner: str | None = None,
     runner_options: Sequence[str] = (),
+    confidence: float = CONFIDENCE,
 ) -> Outcome:
     """Regrade a run into a new run (``regradeOf``), or with ``resume`` finish one in place.
 
@@ -137,7 +142,7 @@ def grade(
             run.meta["grading"]["runner"] = sharded.runner
         grade_run(run, resolved, plan, secrets=secrets, progress=progress,
                   source=sharded.source if sharded else None)
-        return _finish(run, resolved, sharded)
+        return _finish(run, resolved, sharded, confidence)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,7 +150,8 @@ def grade(
 
 def _collect_and_grade(
     run: Run, resolved: ResolvedEval, specs: Iterable[AttemptSpec], count: int, secrets: dict[str, str],
-    concurrency: int | None, progress: Progress | None, runner: Runner | None = None,
+    concurrency: int | None, progress: Progress | None, runner: Runner | None = None, *,
+    confidence: float = CONFIDENCE,
 ) -> Outcome:
     """``specs`` is consumed once, lazily where it can be: a plan is not held in memory."""
     progress = progress or Silent()
@@ -169,7 +175,7 @@ def _collect_and_grade(
     progress.finish()
     if sharded is not None and sharded.interrupted:
         run.meta["phases"]["collect"] = "partial"
-        return _finish(run, resolved, sharded)
+        return _finish(run, resolved, sharded, confidence)
     run.meta["phases"]["collect"] = "complete" if _all_collected(run, resolved) else "partial"
     if run.meta.get("noGrade"):
         run.meta["phases"]["grade"] = "skipped"
@@ -178,11 +184,12 @@ def _collect_and_grade(
         run.write()
         plan = plan_grading(run, resolved, resume=True)
         grade_run(run, resolved, plan, secrets=secrets, progress=progress)
-    return _finish(run, resolved, sharded)
+    return _finish(run, resolved, sharded, confidence)
 
 
-def _finish(run: Run, resolved: ResolvedEval, sharded: Sharded | None = None) -> Outcome:
-    summary = finalize(run, resolved)
+def _finish(run: Run, resolved: ResolvedEval, sharded: Sharded | None = None,
+            confidence: float = CONFIDENCE) -> Outcome:
+    summary = finalize(run, resolved, confidence)
     run.meta["updatedAt"] = _now()
     run.write()
     write_latest(run.paths)

@@ -4,7 +4,7 @@ figures the CI gate decides on.
 A variant's per-case values are kept as :class:`Columns` — one float array per metric, aligned
 with the run's cases, NaN where a case has no value — so a 100,000-case run pays 8 bytes a case
 and metric, and the same values are written into the summary's case rows, from which
-:meth:`Columns.from_rows` reads them back for ``mst gate`` (also across runs, ``--against``).
+:meth:`Columns.add_rows_entry` reads them back for ``mst gate`` (also across runs, ``--against``).
 
 Only cases complete in both variants are compared (an incomplete case is neither passed nor
 failed, and its means are left out too); every metric is paired by case with equal weight per
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -92,21 +92,18 @@ class Columns:
                     out.setdefault(key, {})[ref[len(prefix):]] = v
         return out
 
-    @classmethod
-    def from_rows(cls, rows: Iterable[Mapping[str, Any]], variant: str) -> Columns:
-        """A variant's columns from summary.json case rows (as :meth:`row_values` wrote them)."""
-        columns = cls()
-        for row in rows:
-            entry = (row.get("variants") or {}).get(variant)
-            if not isinstance(entry, Mapping):
-                continue
-            complete = entry.get("status") != "incomplete"
-            values: dict[str, float | None] = {PASS_RATE: entry.get("passRate") if complete else None}
-            for prefix, key in _GROUPS:
-                for metric_id, v in (entry.get(key) or {}).items():
-                    values[prefix + metric_id] = v
-            columns.add_case(str(row["id"]), values)
-        return columns
+    def add_rows_entry(self, row: Mapping[str, Any], variant: str) -> None:
+        """Add a summary.json case row's entry for ``variant`` (as :meth:`row_values` wrote it)."""
+        entry = (row.get("variants") or {}).get(variant)
+        if not isinstance(entry, Mapping):
+            self.add_case(str(row["id"]), {})
+            return
+        complete = entry.get("status") != "incomplete"
+        values: dict[str, float | None] = {PASS_RATE: entry.get("passRate") if complete else None}
+        for prefix, key in _GROUPS:
+            for metric_id, v in (entry.get(key) or {}).items():
+                values[prefix + metric_id] = v
+        self.add_case(str(row["id"]), values)
 
 
 def metric_mean(columns: Columns, metric: Metric, confidence: float = CONFIDENCE) -> dict[str, Any]:
@@ -146,14 +143,14 @@ def compare(candidate: Columns, baseline: Columns, metrics: Sequence[Metric], *,
     pairs, incomplete, unpaired = _pairs(candidate, baseline)
     rows: dict[str, Any] = {}
     for metric in metrics:
-        values = [(a, b) for i, j in pairs
-                  if (a := candidate.value(metric.ref, i)) is not None and (b := baseline.value(metric.ref, j)) is not None]
+        values = [(a, b) for i, j in pairs if (a := candidate.value(metric.ref, i)) is not None
+                  and (b := baseline.value(metric.ref, j)) is not None]
         if not values and metric.ref != PASS_RATE:
             continue
         diff = difference_of_pairs(values, confidence, metric.bounds)
         decision, reason = decide(diff, metric.direction, min_cases=min_cases, alpha=1.0 - confidence)
         rows[metric.ref] = {
-            "direction": metric.direction, "candidate": diff["a"], "baseline": diff["b"],
+            "direction": metric.direction, "range": list(metric.bounds), "candidate": diff["a"], "baseline": diff["b"],
             "difference": diff["mean"], "low": diff["low"], "high": diff["high"], "p": diff["p"],
             "se": diff["se"], "cases": diff["cases"], "decision": decision, "reason": reason,
             "mde": minimum_detectable_effect(diff["sd"], diff["cases"], confidence, power),

@@ -19,12 +19,10 @@ The t distribution and the clustered and paired estimators live in :mod:`mst.sta
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
-
 from statistics import NormalDist
+from typing import Any, Literal, Protocol
 
 from mst.statistics import CONFIDENCE, proportion_of_cases, sign_test, wilson_interval
 

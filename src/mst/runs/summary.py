@@ -14,10 +14,10 @@ import orjson
 
 from mst import endings
 from mst.config.resolved import ResolvedEval
+from mst.runs.compare import PASS_RATE, PASS_RATE_METRIC, Columns, Metric, compare, metric_mean
 from mst.runs.layout import COMPARISONS_SCHEMA, RESULTS_SCHEMA, SUMMARY_SCHEMA
 from mst.runs.record_files import write_record_file
 from mst.runs.run import Run
-from mst.runs.compare import PASS_RATE, PASS_RATE_METRIC, Columns, Metric, compare, metric_mean
 from mst.runs.stats import CasePassRule, CaseTrials, case_row, case_status, flip_rate, preference_counts, variant_stats
 from mst.statistics import CONFIDENCE, NO_BOUNDS, case_sum
 
