@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from mst._cli_options import confidence_option
 from mst.graders import (
     BUILTINS,
     DEFAULT_MIN_SAMPLES,
@@ -209,7 +210,7 @@ def _print_analysis(analysis: dict[str, Any]) -> None:
         title = f"{metric['id']} ({metric['unit'] or 'value'}, {metric['direction']} is better)"
         table = Table(title=title, box=box.SIMPLE_HEAD)
         table.add_column("variant", no_wrap=True)
-        table.add_column("n (excl.)", no_wrap=True)
+        table.add_column("n (excl., incompl.)", no_wrap=True)
         table.add_column(f"mean [{level} CI]")
         table.add_column(f"Δ vs baseline [{level} CI]")
         table.add_column("p", no_wrap=True)
@@ -218,7 +219,7 @@ def _print_analysis(analysis: dict[str, Any]) -> None:
             diff = arm["difference"] or {}
             table.add_row(
                 f"{arm['variant']} (baseline)" if arm["baseline"] else arm["variant"],
-                f"{arm['n']} ({arm['excluded']})",
+                f"{arm['n']} ({arm['excluded']}, {arm['excludedIncomplete']})",
                 _with_interval(arm["mean"], arm["interval"]),
                 _with_interval(diff.get("value"), diff.get("interval")),
                 _fmt(diff.get("pValue")),
@@ -226,17 +227,46 @@ def _print_analysis(analysis: dict[str, Any]) -> None:
             )
         console.print(table)
     console.print(
-        f"min samples per arm: {analysis['minSamples']}; missing, unavailable and errored results are "
-        "excluded, never counted as zero. Execution metrics are not evidence of task correctness."
+        f"means weigh every case equally; Δ is the mean of per-case differences over the cases both arms "
+        f"have; a decision needs at least {analysis['minSamples']} paired cases and a non-zero spread. "
+        "Missing, unavailable and errored results and the trials of incomplete cases are excluded, never "
+        "counted as zero. Execution metrics are not evidence of task correctness."
     )
+
+
+def _incomplete(run_dir: Path) -> set[tuple[str, str]]:
+    """The (variant, case) pairs summary.json marks incomplete: left out of the analysis."""
+    from mst.config.errors import UserError as RunFileError
+    from mst.runs.record_files import read_record_file
+
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        return set()
+    try:
+        rows = read_record_file(path, "summary.json", "cases").records()
+        return {(str(v), str(row["id"])) for row, _ in rows
+                for v, entry in (row.get("variants") or {}).items() if entry.get("status") == "incomplete"}
+    except RunFileError as exc:
+        raise UserError(str(exc.problems[0])) from None
+
+
+def _bounds(run_dir: Path) -> dict[str, tuple[float | None, float | None]]:
+    """Each grader's declared (min, max), from the first grader manifest of the run."""
+    manifest = next(iter(sorted((run_dir / "graders").glob("*/*/*/grader_manifest.json"))), None)
+    doc = _read_json(manifest) if manifest is not None else {}
+    graders = doc.get("graders") if isinstance(doc, dict) else None
+    return {str(g["id"]): (g.get("min"), g.get("max")) for g in graders or [] if isinstance(g, dict) and "id" in g}
 
 
 @experiments.command("analyze")
 @click.argument("run_dir", metavar="RUN", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
-@click.option("--min-samples", type=click.IntRange(min=1), default=DEFAULT_MIN_SAMPLES, show_default=True)
+@click.option("--min-samples", type=click.IntRange(min=1), default=DEFAULT_MIN_SAMPLES, show_default=True,
+              help="Fewest paired cases (not trials) before a better/worse decision.")
 @click.option("--metric", "metric_refs", multiple=True, help="grader:<id> or graders.<id>.value (repeatable).")
-def experiments_analyze(run_dir: Path, as_json: bool, min_samples: int, metric_refs: tuple[str, ...]) -> None:
+@confidence_option
+def experiments_analyze(run_dir: Path, as_json: bool, min_samples: int, metric_refs: tuple[str, ...],
+                        confidence: float) -> None:
     """Compare variants of RUN on grader metrics, each against the baseline variant."""
     run_json_path = run_dir / "run.json"
     if not run_json_path.is_file():
@@ -252,7 +282,8 @@ def experiments_analyze(run_dir: Path, as_json: bool, min_samples: int, metric_r
         raise UserError(f"{run_json_path}: 'metrics' must be a list of grader:<id> references")
     metrics = _metric_ids(refs, present) if refs else _default_order(present)
     analysis = analyze_experiment(
-        observations, variants=variants, baseline=baseline, metrics=metrics, min_samples=min_samples
+        observations, variants=variants, baseline=baseline, metrics=metrics, min_samples=min_samples,
+        confidence=confidence, incomplete=_incomplete(run_dir), bounds=_bounds(run_dir),
     )
     if as_json:
         _dump(analysis)

@@ -1,13 +1,14 @@
-"""Student's t, and means with honest intervals: the one home of mst's inferential statistics.
+"""Student's t, means over cases with honest intervals, paired differences, decisions, power
+and multiple comparisons: the one home of mst's inferential statistics (docs/statistics.md).
 
-Used by the run summary (pass rates, grader means) and by experiment analysis (paired
-differences between variants). Stdlib only, no mst imports, pure functions, so any layer may
-use it — the graders package included — without depending on another engine module.
+Used by the run summary (pass rates, grader means, comparisons), the CI gate and experiment
+analysis. Stdlib only, no mst imports, pure functions, so any layer may use it — the graders
+package included — without depending on another engine module.
 
-Why clustered: the trials of one case are not independent (a hard case fails in all its
-trials), so every interval here treats the *case* as the unit of sampling: the cluster-robust
-(CR1) variance with a t quantile on G−1 degrees of freedom. Missing values (``None``) are
-missing evidence: left out, never counted as zero.
+Why by case: the trials of one case are not independent (a hard case fails in all its trials),
+so every interval here treats the *case* as the unit of sampling — equal weight per case, a t
+quantile on G−1 degrees of freedom — and every minimum counts cases. Missing values (``None``)
+are missing evidence: left out, never counted as zero.
 
 The t distribution's CDF comes from the regularized incomplete beta function (Lentz's continued
 fraction) to avoid a scipy dependency for a few functions.
