@@ -317,8 +317,9 @@ def decide(diff: Mapping[str, Any], direction: str, *, min_cases: int = MIN_CASE
     """``(decision, reason)`` for a paired difference (a = candidate, b = baseline).
 
     ``insufficient`` with fewer than ``min_cases`` paired cases (at least 2: cases, not trials,
-    are the independent units) or with no spread (a standard error of 0 is not certainty: two
-    cases that differ alike say nothing about the noise); otherwise ``better``/``worse`` when
+    are the independent units) or with a non-zero difference but no spread (a standard error of
+    0 is not certainty: two cases that differ alike say nothing about the noise);
+    ``inconclusive`` when no paired case differs at all; otherwise ``better``/``worse`` when
     the p-value (``p``, e.g. adjusted for multiple comparisons, or the difference's own) is
     below ``alpha`` in the metric's favourable/unfavourable ``direction``, else ``inconclusive``.
     """
@@ -326,10 +327,12 @@ def decide(diff: Mapping[str, Any], direction: str, *, min_cases: int = MIN_CASE
     needed = max(min_cases, 2)
     if cases < needed:
         return "insufficient", f"{cases} paired case(s); a decision needs at least {needed}"
+    if not diff["mean"]:
+        return "inconclusive", None  # no difference at all: nothing to decide, whatever the spread
     if not diff.get("se"):
         return "insufficient", "no spread: every paired case differs alike, so the noise cannot be estimated"
     p_value = diff["p"] if p is None else p
-    if p_value >= alpha or not diff["mean"]:
+    if p_value >= alpha:
         return "inconclusive", None
     favourable = diff["mean"] > 0 if direction == "higher" else diff["mean"] < 0
     return ("better" if favourable else "worse"), None

@@ -97,6 +97,7 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
                    ) -> tuple[dict[str, CaseTrials], dict[str, Any], Columns]:
     cases: dict[str, CaseTrials] = {}
     columns = Columns()
+    used: Counter[str] = Counter()  # per metric, the trial values of complete cases
     infra: Counter[str] = Counter()
     retryable = 0
     needs_fix: list[dict[str, Any]] = []
@@ -136,15 +137,18 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
                 if isinstance(verdict.get("score"), int | float):
                     case_values["judge:" + verdict["judge"]].append(verdict["score"])
         cases[case.id] = trials = CaseTrials(case.trials, tuple(passes))
-        columns.add_case(case.id, {PASS_RATE: _complete_rate(trials, rule),
+        rate = _complete_rate(trials, rule)
+        columns.add_case(case.id, {PASS_RATE: rate,
                                    **{ref: _case_mean(values, case.id) for ref, values in case_values.items()}})
+        for ref, values in case_values.items():
+            used[ref] += 0 if rate is None else sum(1 for v in values if v is not None)
     extra = {
         "trials": {"total": sum(outcomes.values()), "ungraded": ungraded, "outcomes": dict(sorted(outcomes.items()))},
         "infrastructure": {"total": sum(infra.values()), "retryable": retryable, "byWhat": dict(sorted(infra.items()))},
         "needsFix": needs_fix,
         "usage": dict(sorted(usage.items())),
         "meanDurationMs": sum(durations) / len(durations) if durations else None,
-        "graders": _grader_means(columns, resolved, confidence),
+        "graders": _grader_means(columns, used, resolved, confidence),
     }
     return cases, extra, columns
 
@@ -161,11 +165,13 @@ def _case_mean(values: list[float | None], case_id: str) -> float | None:
     return None if summed is None else summed[0] / summed[1]
 
 
-def _grader_means(columns: Columns, resolved: ResolvedEval, confidence: float) -> dict[str, Any]:
+def _grader_means(columns: Columns, used: Mapping[str, int], resolved: ResolvedEval,
+                  confidence: float) -> dict[str, Any]:
     """Each grader's mean over the complete cases (equal weight per case), inside its declared
-    range, and how many incomplete cases were left out."""
+    range; ``n``, the trial values it rests on; how many incomplete cases were left out."""
     left_out = sum(1 for i in range(len(columns.case_ids)) if not columns.complete(i))
-    return {m.ref[len("grader:"):]: {**metric_mean(columns, m, confidence), "excludedIncomplete": left_out}
+    return {m.ref[len("grader:"):]: {**metric_mean(columns, m, confidence), "n": used[m.ref],
+                                     "excludedIncomplete": left_out}
             for m in sorted(metrics_of(columns, resolved), key=lambda m: m.ref) if m.ref.startswith("grader:")}
 
 
