@@ -87,15 +87,49 @@ def test_summary_pairs_every_candidate_with_the_baseline(tmp_path: Path) -> None
 
 
 def test_incomplete_cases_are_left_out_of_grader_means_and_comparisons(tmp_path: Path) -> None:
-    inject = [{"failure": "context-overflow-first", "cases": ["c00", "c01"]}]
+    # Trial 0 of c00 and c01 never becomes a trial (a non-retryable setup failure): those cases are
+    # incomplete, though their trials 1 and 2 are graded and have grader results.
+    inject = [{"failure": "context-overflow-first", "cases": ["c00", "c01"], "trials": [0]}]
     eval_path = _eval(tmp_path / "e", 0.8, 0.8, cases=12, inject=inject)
     done = run_cli("run", str(eval_path), "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path)
     assert done.returncode == 3, done.stderr
-    summary, _ = _summary(only_run(tmp_path / "runs"))
+    run = only_run(tmp_path / "runs")
+    summary, _ = _summary(run)
     cand = summary["variants"][1]
     assert cand["cases"]["incomplete"] == 2
-    assert all(g["excludedIncomplete"] == 2 and g["cases"] <= 10 for g in cand["graders"].values())
+    steps = cand["graders"]["execution-step-count"]
+    assert (steps["cases"], steps["n"], steps["excludedIncomplete"]) == (10, 30, 2)
     assert cand["comparison"]["cases"] == 10 and cand["comparison"]["excluded"]["incomplete"] == 2
+    analysis = run_cli("experiments", "analyze", str(run), "--json", "--metric", "grader:execution-step-count",
+                       cwd=tmp_path)
+    assert analysis.returncode == 0, analysis.stderr
+    arms = {a["variant"]: a for a in orjson.loads(analysis.stdout)["metrics"][0]["arms"]}
+    assert (arms["cand"]["excludedIncomplete"], arms["cand"]["cases"], arms["cand"]["n"]) == (4, 10, 30)
+    assert arms["base"]["excludedIncomplete"] == 0 and arms["cand"]["difference"]["pairedCases"] == 10
+
+
+def test_experiments_intervals_stay_inside_the_declared_range(tmp_path: Path) -> None:
+    """Durations of 0 ms in five cases and 2.4 in one: a t interval reaches below 0, the
+    declared minimum of execution-duration (read from the run's grader manifest)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_bytes(orjson.dumps({"variants": [{"id": "base", "baseline": True}, {"id": "cand"}]}))
+    manifest = {"schemaVersion": 2, "graders": [{"id": "execution-duration", "min": 0.0, "max": None}]}
+    for variant in ("base", "cand"):
+        for i in range(6):
+            value = 2.4 if (variant, i) == ("cand", 5) else 0.0
+            folder = run / "graders" / variant / f"c{i}" / "0"
+            folder.mkdir(parents=True)
+            result = {"id": "execution-duration", "value": value, "status": "pass", "unit": "ms", "direction": "lower"}
+            (folder / "grader_results.json").write_bytes(orjson.dumps({"schemaVersion": 2, "results": [result]}))
+            (folder / "grader_manifest.json").write_bytes(orjson.dumps(manifest))
+    done = run_cli("experiments", "analyze", str(run), "--json", "--confidence", "0.99", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    analysis = orjson.loads(done.stdout)
+    assert analysis["confidence"] == 0.99
+    cand = next(a for a in analysis["metrics"][0]["arms"] if a["variant"] == "cand")
+    assert cand["interval"][0] == 0.0 and cand["interval"][1] > 0.4
+    assert cand["difference"]["interval"][0] < 0  # a difference may be negative: no range of its own (max unset)
 
 
 def test_against_a_stored_baseline_run(tmp_path: Path) -> None:
