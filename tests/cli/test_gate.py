@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 from scipy import stats as sps
 from tests.helpers import mock_variant, only_run, run_cli, write_eval
 
@@ -160,3 +161,29 @@ def test_plan_says_how_many_cases_a_difference_needs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert f"→ {cases_needed(0.1, 0.3)} cases" in done.stdout
     assert run_cli("plan", "--difference", "0.1", cwd=tmp_path).returncode == 2
+
+
+def test_judge_scores_are_paired_and_a_position_biased_judge_flips(tmp_path: Path) -> None:
+    directory = tmp_path / "e"
+    directory.mkdir()
+    (directory / "judges.py").write_text(
+        "def scored(trial):\n    return 1.0 if trial.answer == trial.expected else 0.25\n\n"
+        "def always_a(case, a, b):\n    return 'A'\n")
+    eval_path = _eval(directory, 0.9, 0.5, cases=12)
+    doc = yaml.safe_load(eval_path.read_text())
+    doc["judges"] = [{"id": "sc", "code": "judges:scored"}]
+    doc["pairwise"] = {"code": "judges:always_a"}
+    eval_path.write_text(yaml.safe_dump(doc))
+    done = run_cli("run", str(eval_path), "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary, rows = _summary(only_run(tmp_path / "runs"))
+    cand = summary["variants"][1]
+    score = cand["comparison"]["metrics"]["judge:sc"]
+    per_case = [r["variants"]["cand"]["judges"]["sc"] - r["variants"]["base"]["judges"]["sc"] for r in rows]
+    assert score["cases"] == 12 and math.isclose(score["difference"], sum(per_case) / 12)
+    assert math.isclose(score["p"], sps.ttest_1samp(per_case, 0.0).pvalue, rel_tol=1e-9)
+    pairwise = cand["pairwise"]
+    # "A" in both orders means candidate first, then baseline: every pair flips, every case is a tie.
+    assert pairwise["flips"] == {"pairs": 36, "flips": 36, "rate": 1.0}
+    assert (pairwise["ties"], pairwise["winRate"]["estimate"], pairwise["excludedIncomplete"]) == (12, 0.5, 0)
+    assert "flips 100.0%" in done.stdout

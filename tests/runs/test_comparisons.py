@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -212,3 +213,34 @@ def test_compare_leaves_out_incomplete_and_unpaired_cases() -> None:
     assert rate["decision"] == "better" and duration["decision"] == "worse"
     assert rate["difference"] == pytest.approx(sum(0.04 * i for i in range(1, 12)) / 11)
     assert rate["mde"] == pytest.approx(minimum_detectable_effect(rate["se"] * math.sqrt(11), 11))
+
+
+# --- the gate --------------------------------------------------------------------------------------
+
+
+def _stored(diffs: list[float], noise: list[float]) -> Any:
+    from mst.runs.gate import StoredRun
+
+    base, cand = Columns(), Columns()
+    for i, (d, n) in enumerate(zip(diffs, noise, strict=True)):
+        base.add_case(f"c{i}", {PASS_RATE: 2 / 3, "grader:a": 1.0, "grader:b": 1.0})
+        cand.add_case(f"c{i}", {PASS_RATE: 2 / 3 + d, "grader:a": 1.0 + n, "grader:b": 1.0 - n})
+    head = {"run": "r", "variants": [{"id": "base", "baseline": True}, {"id": "cand"}]}
+    return StoredRun(Path("r"), head, {"base": base, "cand": cand})
+
+
+def test_gate_fails_on_a_significant_regression_and_holm_guards_many_checks() -> None:
+    from mst.runs.gate import gate
+
+    diffs = [-1 / 3] * 7 + [1 / 3] + [0.0] * 6  # paired t: p = 0.0275
+    noise = [0.1, -0.1, 0.2, -0.2, 0.05, -0.05, 0.1, -0.1, 0.3, -0.3, 0.0, 0.01, -0.01, 0.0]
+    run = _stored(diffs, noise)
+    alone = gate(run)
+    assert alone.failed and alone.checks[0].regression
+    assert alone.checks[0].adjusted_p == pytest.approx(sps.ttest_1samp(diffs, 0.0).pvalue, rel=1e-9)
+    three = gate(run, metrics=[("grader:a", "higher"), ("grader:b", "lower")])
+    adjusted = multipletests([c.row["p"] for c in three.checks], method="holm")[1]
+    assert [c.adjusted_p for c in three.checks] == pytest.approx(list(adjusted))
+    assert not three.failed and three.checks[0].decision == "inconclusive"  # 3 × 0.0275 > 0.05
+    assert not gate(_stored([0.0] * 14, noise)).failed
+    assert not gate(_stored([-0.5] * 14, noise)).failed  # no spread: insufficient, never a failure
