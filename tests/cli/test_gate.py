@@ -85,6 +85,16 @@ def test_summary_pairs_every_candidate_with_the_baseline(tmp_path: Path) -> None
     assert {f"grader:{g}" for g in cand["graders"]} <= set(comparison["metrics"]) | {
         f"grader:{g}" for g, m in cand["graders"].items() if m["mean"] is None}
     assert all("graders" in r["variants"]["cand"] for r in rows)
+    # Planning from this run's spread, and a regrade at another confidence level.
+    plan = run_cli("plan", "--difference", "0.1", "--from", str(only_run(tmp_path / "runs")), cwd=tmp_path)
+    sd = rate["se"] * math.sqrt(rate["cases"])
+    assert plan.returncode == 0 and f"→ {cases_needed(0.1, sd)} cases" in plan.stdout, plan.stderr
+    regrade = run_cli("grade", str(only_run(tmp_path / "runs")), "--runs-dir", str(tmp_path / "regrades"),
+                      "--confidence", "0.8", cwd=tmp_path)
+    assert regrade.returncode == 0, regrade.stderr
+    regraded, _ = _summary(only_run(tmp_path / "regrades"))
+    narrower = regraded["variants"][1]["comparison"]["metrics"]["passRate"]
+    assert regraded["confidence"] == 0.8 and narrower["high"] - narrower["low"] < rate["high"] - rate["low"]
 
 
 def test_incomplete_cases_are_left_out_of_grader_means_and_comparisons(tmp_path: Path) -> None:
