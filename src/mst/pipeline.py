@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 from mst import __version__, endings
 from mst.collect import AttemptSpec, Collector, all_attempts
 from mst.config.errors import Problem, UserError
+from mst.config.resolve import resolve_eval
 from mst.config.resolved import ResolvedEval
 from mst.config.secrets import load_secrets
 from mst.grading_phase import GradePlan, grade_run, plan_grading
-from mst.progress import Progress, Silent
-from mst.resolve import resolve_eval
 from mst.runs.files import Journal
 from mst.runs.layout import RUN_SCHEMA, RunPaths, create_run_dir, key_of, link_attempt_files, write_latest
+from mst.runs.progress import Progress, Silent
 from mst.runs.run import Run, open_run
 from mst.runs.summary import finalize
 from mst.session.redact import Redactor

@@ -17,13 +17,13 @@ from mst.collect import AttemptSpec
 from mst.config.resolved import ResolvedEval
 from mst.grading.recorded import RecordedSource
 from mst.grading_phase import GradePlan
-from mst.progress import Progress
 from mst.runners.base import Runner, ShardSpec
 from mst.runners.bundle import GradeWork, write_collect_bundle, write_grade_bundle
 from mst.runners.coordinator import Coordinator, Shard, make_workdir, remove_workdir
 from mst.runners.protocol import Graded, TrialDone
 from mst.runners.sharding import shard_of, split_cases
 from mst.runs.files import read_json
+from mst.runs.progress import Progress
 from mst.runs.run import Run, attempt_record
 from mst.session.redact import Redactor
 

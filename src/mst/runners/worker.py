@@ -33,7 +33,6 @@ from mst import __version__
 from mst.grading import LiveSource
 from mst.grading.recorded import RecordingSource
 from mst.grading_phase import GradePlan, grade_run
-from mst.progress import Silent
 from mst.runners.base import INLINE, Work
 from mst.runners.bundle import (
     RUN_DIR,
@@ -66,6 +65,7 @@ from mst.runners.protocol import (
     parse_coordinator,
 )
 from mst.runs.files import atomic_write_json
+from mst.runs.progress import Silent
 from mst.runs.run import open_run
 from mst.session.redact import NO_REDACTION, Redactor
 

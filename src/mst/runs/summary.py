@@ -18,8 +18,8 @@ from mst.config.resolved import ResolvedEval
 from mst.runs.layout import COMPARISONS_SCHEMA, RESULTS_SCHEMA, SUMMARY_SCHEMA
 from mst.runs.record_files import write_record_file
 from mst.runs.run import Run
-from mst.runs.stats import CaseTrials, case_row, preference_counts, variant_stats
 from mst.statistics import case_sum, clustered_mean_of_sums
+from mst.statistics.rates import CaseTrials, case_row, preference_counts, variant_stats
 
 
 def finalize(run: Run, resolved: ResolvedEval) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def _handle_errors(fn: F) -> F:
 
 
 class _Main(click.Group):
-    """The optional command groups (mst._cli_graders pulls in the graders and rich) are imported
+    """The optional command groups (mst.cli.graders pulls in the graders and rich) are imported
     only when a command needs them, so `mst --version` and `mst run` do not pay for them."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -72,7 +72,7 @@ def main() -> None:
 @_handle_errors
 def validate(eval_file: Path) -> None:
     """Check an eval file: schema, datasets, client settings, judges, graders."""
-    from mst.resolve import resolve_eval
+    from mst.config.resolve import resolve_eval
 
     resolved = resolve_eval(eval_file)
     trials = sum(c.trials for c in resolved.cases) * len(resolved.variants)
@@ -183,7 +183,7 @@ def _attach_optional_groups() -> None:
     if _optional_attached:
         return
     _optional_attached = True
-    from mst._cli_graders import experiments, graders
+    from mst.cli.graders import experiments, graders
 
     main.add_command(graders)
     main.add_command(experiments)
