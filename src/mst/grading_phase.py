@@ -21,8 +21,9 @@ from mst import endings
 from mst.config.errors import Problem, UserError
 from mst.config.resolved import ResolvedCase, ResolvedEval
 from mst.config.secrets import in_environment
+from mst.fileio import atomic_write_bytes, json_file_bytes, write_trial_file
 from mst.grading import GradingSource, LiveSource, TrialView, compare_pairwise, grade_trial
-from mst.runs.files import Journal, atomic_write_bytes, json_file_bytes, write_trial_file
+from mst.runs.files import Journal
 from mst.runs.layout import Key, RunPaths
 from mst.runs.progress import Progress
 from mst.runs.records import KeyList

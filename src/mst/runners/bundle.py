@@ -33,9 +33,9 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from mst import __version__
 from mst.config.models import Assertion, EvalConfig
 from mst.config.resolved import ResolvedCase, ResolvedEval, ResolvedJudge
+from mst.fileio import atomic_write_json, read_json
 from mst.grading.judges import ENTRY_POINT_GROUP
 from mst.runners.protocol import PluginVersion
-from mst.runs.files import atomic_write_json, read_json
 from mst.runs.layout import COMPARISONS_SCHEMA, RUN_SCHEMA, Key, link_attempt_files
 from mst.runs.run import Run
 

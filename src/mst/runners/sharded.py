@@ -15,6 +15,7 @@ from typing import Any
 from mst import endings
 from mst.collect import AttemptSpec
 from mst.config.resolved import ResolvedEval
+from mst.fileio import read_json
 from mst.grading.recorded import RecordedSource
 from mst.grading_phase import GradePlan
 from mst.runners.base import Runner, ShardSpec
@@ -22,7 +23,6 @@ from mst.runners.bundle import GradeWork, write_collect_bundle, write_grade_bund
 from mst.runners.coordinator import Coordinator, Shard, make_workdir, remove_workdir
 from mst.runners.protocol import Graded, TrialDone
 from mst.runners.sharding import shard_of, split_cases
-from mst.runs.files import read_json
 from mst.runs.progress import Progress
 from mst.runs.run import Run, attempt_record
 from mst.session.redact import Redactor

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import orjson
 
 from mst import __version__
+from mst.fileio import atomic_write_json
 from mst.grading import LiveSource
 from mst.grading.recorded import RecordingSource
 from mst.grading_phase import GradePlan, grade_run
@@ -64,7 +65,6 @@ from mst.runners.protocol import (
     message_data,
     parse_coordinator,
 )
-from mst.runs.files import atomic_write_json
 from mst.runs.progress import Silent
 from mst.runs.run import open_run
 from mst.session.redact import NO_REDACTION, Redactor

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mst.runs.files import atomic_write_json, read_json
+from mst.fileio import atomic_write_json, read_json
 
 RUN_SCHEMA = "mst.run/v1"
 RESULTS_SCHEMA = "mst.results/v1"

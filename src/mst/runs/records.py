@@ -19,7 +19,7 @@ from typing import IO, Any, Generic, NamedTuple, TypeVar, overload
 
 import orjson
 
-from mst.runs import files
+from mst import fileio
 
 K = TypeVar("K", bound=Hashable)
 
@@ -246,7 +246,7 @@ class RecordStore(MutableMapping[K, dict[str, Any]]):
         packed[slot] = self._size << _LEN_BITS | len(data)
         self._pending += data
         self._size += len(data)
-        if self._size - self._flushed >= files.IO_BLOCK:  # buffered, then one write to the spill file
+        if self._size - self._flushed >= fileio.IO_BLOCK:  # buffered, then one write to the spill file
             self._flush()
         if self._summarize is not None:
             self._keep_summary(slot, self._summarize(value))
