@@ -31,11 +31,12 @@ import orjson
 
 from mst import endings
 from mst.config.models import JudgeConfig, PairwiseConfig
+from mst.config.plugins import JUDGES, dist_version, entry_points
 from mst.config.resolved import ResolvedCase, ResolvedJudge
 from mst.session.events import ASSISTANT_MESSAGE, PHASE_AGENT, TOOL_COMPLETE, TOOL_START, Event
 from mst.session.io import TranscriptError, load_transcript
 
-ENTRY_POINT_GROUP: Final = "mst.judges"
+ENTRY_POINT_GROUP: Final = JUDGES.name
 IDENTITY_VERSION: Final = "mst.judge/v1"
 # A pairwise judge has no threshold; a fixed value keeps ResolvedJudge uniform and its identity stable.
 PAIRWISE_THRESHOLD: Final = 0.5
@@ -469,21 +470,14 @@ def _module_digest(judge_id: str, target: str, module: Any) -> str:
 
 
 def _entry_point(judge_id: str, name: str) -> importlib.metadata.EntryPoint:
-    matches = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+    matches = entry_points(JUDGES, name)
     if not matches:
         why = f"no entry point {name!r} in group {ENTRY_POINT_GROUP} is installed"
         raise JudgeLoadError(judge_id, name, why)
     if len(matches) > 1:
-        dists = sorted({_dist_version(ep) for ep in matches})
+        dists = sorted({dist_version(ep) for ep in matches})
         raise JudgeLoadError(judge_id, name, f"entry point {name!r} is provided by several packages: {dists}")
     return matches[0]
-
-
-def _dist_version(ep: importlib.metadata.EntryPoint) -> str:
-    dist = ep.dist
-    if dist is None:
-        return "unknown"
-    return f"{dist.metadata['Name']}=={dist.version}"
 
 
 def _import_plugin(judge_id: str, name: str) -> tuple[Callable[..., Any], str]:
@@ -495,7 +489,7 @@ def _import_plugin(judge_id: str, name: str) -> tuple[Callable[..., Any], str]:
         raise JudgeLoadError(judge_id, name, why) from exc
     if not callable(fn):
         raise JudgeLoadError(judge_id, name, f"entry point {ep.value!r} is not callable")
-    return fn, _dist_version(ep)
+    return fn, dist_version(ep)
 
 
 def resolve_judge(cfg: JudgeConfig | PairwiseConfig, base_dir: Path) -> ResolvedJudge:
