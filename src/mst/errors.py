@@ -1,11 +1,28 @@
 """User errors: a wrong input named by file, place and what was expected — never a traceback.
 
 A leaf module (it imports nothing from mst), so any layer may raise them; the CLI prints each
-problem on one line and exits 2."""
+problem on one line and exits :data:`EXIT_USER`. The exit codes of ``mst`` are defined here, once,
+because both the library (a run's outcome) and the CLI need them; README's table lists them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
+
+EXIT_OK: Final = 0
+EXIT_INTERNAL: Final = 1
+EXIT_USER: Final = 2
+EXIT_INCOMPLETE: Final = 3
+EXIT_INTERRUPTED: Final = 130
+
+EXIT_CODES: Final = {
+    EXIT_OK: "completed: every case is complete (passed or failed)",
+    EXIT_INTERNAL: "internal error in mst (a bug)",
+    EXIT_USER: "user error: bad eval file, bad run directory, bad arguments",
+    EXIT_INCOMPLETE: "completed with incomplete cases: infrastructure failures or ungraded trials remain",
+    EXIT_INTERRUPTED: "interrupted; the run is resumable",
+}
+"""Every exit status of ``mst`` and what it means (stable, for CI gates)."""
 
 
 @dataclass(frozen=True)

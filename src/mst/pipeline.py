@@ -21,6 +21,7 @@ from mst.config.errors import Problem, UserError
 from mst.config.resolve import resolve_eval
 from mst.config.resolved import ResolvedEval
 from mst.config.secrets import load_secrets
+from mst.errors import EXIT_INCOMPLETE, EXIT_OK
 from mst.grading_phase import GradePlan, grade_run, plan_grading
 from mst.runs.files import Journal
 from mst.runs.layout import RUN_SCHEMA, RunPaths, create_run_dir, key_of, link_attempt_files, write_latest
@@ -32,13 +33,6 @@ from mst.session.redact import Redactor
 if TYPE_CHECKING:
     from mst.runners.base import Runner, Work
     from mst.runners.sharded import Sharded
-
-EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_USER = 2
-EXIT_INCOMPLETE = 3
-EXIT_INTERRUPTED = 130
-
 
 @dataclass
 class Outcome:
