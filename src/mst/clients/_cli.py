@@ -33,6 +33,7 @@ from typing import Any, Final
 import orjson
 
 from mst.endings import Ending, EndingException, Infrastructure, Trial
+from mst.session.redact import Redactor
 
 SECRET_REF: Final = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _LINE_LIMIT: Final = 64 * 1024 * 1024
@@ -41,10 +42,7 @@ _STDERR_TAIL: Final = 800
 
 
 def redact(text: str, secrets: Mapping[str, str]) -> str:
-    for value in secrets.values():
-        if value:
-            text = text.replace(value, "[REDACTED]")
-    return text
+    return Redactor.of(secrets).text(text)
 
 
 def secret_refs(value: str, secrets: Mapping[str, str], where: str) -> list[str]:

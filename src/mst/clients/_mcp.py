@@ -40,6 +40,7 @@ from mcp_types import CallToolResult, Implementation, TextContent, Tool
 from mst.config.models import HttpServer, McpServer, StdioServer
 from mst.endings import EndingException, Infrastructure
 from mst.providers.base import ToolSpec
+from mst.session.redact import Redactor
 
 _SECRET_REF: Final = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _STDERR_TAIL_CHARS: Final = 1500
@@ -67,10 +68,7 @@ class _Route:
 
 def redact(text: str, secrets: Mapping[str, str]) -> str:
     """Remove every secret value from text that is about to reach an error message."""
-    for value in secrets.values():
-        if value:
-            text = text.replace(value, "[REDACTED]")
-    return text
+    return Redactor.of(secrets).text(text)
 
 
 def expand_secrets(value: str, secrets: Mapping[str, str], where: str) -> str:

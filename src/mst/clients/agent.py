@@ -71,6 +71,7 @@ from mst.session.events import (
     TOOL_START,
     USER_MESSAGE,
 )
+from mst.session.redact import Redactor
 
 if TYPE_CHECKING:
     from mst.clients._mcp import Toolbox
@@ -309,13 +310,4 @@ class AgentClient:
 
 def _scrub(ending: Ending, secrets: Mapping[str, str]) -> Ending:
     """Remove secret values from an ending's text (it may quote an exception or a provider's error)."""
-
-    def clean(text: str) -> str:
-        for value in secrets.values():
-            if value:
-                text = text.replace(value, "[REDACTED]")
-        return text
-
-    if isinstance(ending, Infrastructure):
-        return Infrastructure(ending.what, clean(ending.why), ending.retryable)
-    return ending if ending.detail is None else Trial(ending.outcome, clean(ending.detail))
+    return Redactor.of(secrets).ending(ending)

@@ -80,6 +80,7 @@ from mst.session.events import (
     TOOL_START,
     USER_MESSAGE,
 )
+from mst.session.redact import Redactor
 
 NAME: Final = "claude-code"
 CONFIG_FILE: Final = "claude-mcp-config.json"
@@ -302,9 +303,7 @@ class ClaudeStream:
 
 
 def _scrub(ending: Ending, secrets: Mapping[str, str]) -> Ending:
-    if isinstance(ending, Infrastructure):
-        return Infrastructure(ending.what, _cli.redact(ending.why, secrets), ending.retryable)
-    return ending if ending.detail is None else Trial(ending.outcome, _cli.redact(ending.detail, secrets))
+    return Redactor.of(secrets).ending(ending)
 
 
 class ClaudeCodeClient:

@@ -42,6 +42,7 @@ from mst.config.models import VariantConfig
 from mst.endings import COMPLETED, Ending, Infrastructure, Trial, to_json
 from mst.session.events import ASSISTANT_MESSAGE, MODEL_REQUEST, SESSION_FORMAT, SESSION_RESULT, USER_MESSAGE
 from mst.session.io import TranscriptError, read_transcript
+from mst.session.redact import Redactor
 
 _STRICT = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True)
 _DETAIL_TAIL = 800
@@ -98,10 +99,7 @@ class CommandSettings(BaseModel):
 
 
 def _redact(text: str, secrets: Mapping[str, str]) -> str:
-    for value in secrets.values():
-        if value:
-            text = text.replace(value, "[REDACTED]")
-    return text
+    return Redactor.of(secrets).text(text)
 
 
 def _tail(data: bytes) -> str:

@@ -17,16 +17,14 @@ import orjson
 
 from mst.endings import EndingException, Infrastructure
 from mst.providers.base import ContextOverflow, ModelOutputError
+from mst.session.redact import Redactor
 
 _MESSAGE_CHARS = 400
 
 
 def clean(text: str, secrets: Iterable[str]) -> str:
     """Shorten a provider's message and remove every secret from it (it may echo a header)."""
-    for value in secrets:
-        if value:
-            text = text.replace(value, "[REDACTED]")
-    text = " ".join(text.split())
+    text = " ".join(Redactor(secrets).text(text).split())
     return text if len(text) <= _MESSAGE_CHARS else text[:_MESSAGE_CHARS] + "…"
 
 
