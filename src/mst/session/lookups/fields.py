@@ -96,7 +96,9 @@ def _duration(data: Mapping[str, Any]) -> float | None:
 
 
 def _failed(data: Mapping[str, Any]) -> bool:
-    """Explicit failure evidence only: a completion is a success unless it says otherwise."""
+    """Explicit failure evidence in a gateway record (``mcp.tool_call``): the gateway logs calls
+    with a status, so one without failure evidence succeeded. Native completions are stricter:
+    they succeed only with ``success: true`` (see :class:`mst.session.lookups.tools._Correlator`)."""
     success = data.get("success")
     if success is True or success is False:
         return not success

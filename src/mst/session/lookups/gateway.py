@@ -3,8 +3,9 @@ de-duplication of gateway records against native calls."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from mst.session.lookups.fields import (
     _ARG_KEYS,
@@ -124,9 +125,28 @@ class _Gateway:
 
 def is_retry(event_type: str, data: Mapping[str, Any]) -> bool:
     """A retry observation: an event whose type names a retry (``mcp.retry``, ``mcp.rpc.retry``),
-    or one flagged ``retry``/``isRetry``, or one recording ``attempt`` > 1. Cumulative counters
-    (``retryCount``) are deliberately ignored: summing snapshots would count one retry many times."""
-    return "retry" in event_type[event_type.rfind(".") + 1 :] or _flags_retry(data)
+    or one flagged ``retry``/``isRetry``, or one recording ``attempt`` > 1, or a generic MCP event
+    record (``mcp.event``) whose ``event`` is ``retry`` or whose message says a retry happened.
+    Cumulative counters (``retryCount``) are deliberately ignored: summing snapshots would count
+    one retry many times."""
+    return "retry" in event_type[event_type.rfind(".") + 1 :] or _flags_retry(data) or _tells_retry(data)
+
+
+_RETRY_EVENTS: Final = frozenset({"retry", "retrying", "retried"})
+_RETRY_WORD: Final = re.compile(r"\bretr(?:y|ies|ied|ying)\b", re.IGNORECASE)
+
+
+def _tells_retry(data: Mapping[str, Any]) -> bool:
+    """An MCP event record's own words: ``event: retry`` (also ``mcp.retry``), or a ``message``
+    (``msg``) text naming a retry, such as ``Retrying tools/call (attempt 2)``."""
+    name = data.get("event")
+    if isinstance(name, str) and name[name.rfind(".") + 1 :].lower() in _RETRY_EVENTS:
+        return True
+    for key in ("message", "msg"):
+        text = data.get(key)
+        if isinstance(text, str) and _RETRY_WORD.search(text) is not None:
+            return True
+    return False
 
 
 def _flags_retry(data: Mapping[str, Any]) -> bool:
@@ -158,12 +178,30 @@ def _rpc_id(msg: Mapping[str, Any]) -> str | None:
     return str(value)
 
 
-def _gateway_candidates(slot: _Slot) -> tuple[str, ...]:
-    """Names a native call for this gateway record may carry (``server__tool`` or ``server-tool``)."""
+def _gateway_candidates(slot: _Slot, hyphenated: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """Names a native call for this gateway record may carry (``server__tool`` or ``server-tool``).
+
+    A record that names no server keeps its tool name as written; when that is a hyphenated
+    ``server-tool``, the native calls spelled ``server__tool`` whose hyphenated form it is are
+    candidates too (``hyphenated``: see :func:`_hyphenated_natives`), since the split point of a
+    hyphenated name cannot be known without the server."""
     server, name = slot[_SERVER], slot[_NAME]
     if server and name.startswith(f"{server}__"):
         return (name, f"{server}-{name[len(server) + 2 :]}")
+    if not server and name in hyphenated:
+        return (name, *hyphenated[name])
     return (name,)
+
+
+def _hyphenated_natives(slots: list[_Slot]) -> dict[str, tuple[str, ...]]:
+    """``server-tool`` → the native ``server__tool`` names it may stand for (usually one)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name in {s[_NAME] for s in slots if s[_SOURCE] == SOURCE_NATIVE}:
+        server, sep, tool = name.partition("__")
+        if sep and server and tool:
+            key = f"{server}-{tool}"
+            out[key] = (*out.get(key, ()), name)
+    return out
 
 
 def _deduplicate(slots: list[_Slot], gateway: list[int]) -> tuple[tuple[ToolCall, ...], int]:
@@ -180,12 +218,14 @@ def _deduplicate(slots: list[_Slot], gateway: list[int]) -> tuple[tuple[ToolCall
         return tuple(_freeze_all(slots)), 0
     spellings: dict[tuple[str | None, str], tuple[str, ...]] = {}  # few distinct tools, many calls
     candidates = []
+    serverless = any(not slots[i][_SERVER] and "-" in slots[i][_NAME] for i in gateway)
+    hyphenated = _hyphenated_natives(slots) if serverless else {}
     for i in gateway:
         slot = slots[i]
         key = (slot[_SERVER], slot[_NAME])
         names_of = spellings.get(key)
         if names_of is None:
-            names_of = spellings[key] = _gateway_candidates(slot)
+            names_of = spellings[key] = _gateway_candidates(slot, hyphenated)
         candidates.append((i, names_of))
     names = {name for names_of in spellings.values() for name in names_of}
     frozen = _freeze_all(slots)

@@ -14,7 +14,6 @@ from mst.session.lookups.fields import (
     _SERVER_KEYS,
     _TOOL_NAME_KEYS,
     _duration,
-    _failed,
     _field,
     _str_field,
     _timestamp,
@@ -70,6 +69,9 @@ class _Correlator:
     tool name is taken (clients that omit ids still complete calls in order per tool). A
     completion whose id matches nothing may still belong to an id-less start of the same name.
     A completion with no start at all is kept as its own call: it is evidence a call happened.
+    A completion succeeded only when it says so (``success: true``): one without a ``success``
+    field, whatever else it carries, is finished but not successful, because the absence of an
+    error is not evidence of success (docs/graders.md, "What a tool call is").
     Pending queues use lazy deletion so every start is enqueued and dequeued at most once.
     """
 
@@ -119,7 +121,7 @@ class _Correlator:
             slot = self._unmatched(pos, agent, call_id, data)
         slot[_DONE] = True
         slot[_END] = pos
-        slot[_SUCCESS] = not _failed(data)
+        slot[_SUCCESS] = data.get("success") is True  # absence of an error is not a success
         duration = _duration(data)
         if duration is None and slot[_START] is not None:
             began, ended = _timestamp(self.session[slot[_START]]), _timestamp(event)
