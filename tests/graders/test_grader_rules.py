@@ -1,4 +1,5 @@
-"""Four grader rules, checked against the reference graders runtime (docs/graders.md, "Rules")."""
+"""Four grader rules, checked against the reference graders runtime (docs/graders.md: "What a tool call
+is" and "Defaults, opt-ins, and `unavailable`")."""
 
 from __future__ import annotations
 

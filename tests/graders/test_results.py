@@ -199,7 +199,7 @@ ALLOWED_IMPORTS = {"__future__", "collections", "dataclasses", "hashlib", "itert
 
 @pytest.mark.parametrize("module", PURE_MODULES)
 def test_grader_modules_import_only_session_and_stdlib(module: str) -> None:
-    """DESIGN.md: graders import only mst.session (and stdlib; orjson via session's own use)."""
+    """docs/README.md: graders import only mst.session (and stdlib; orjson via session's own use)."""
     source = Path(results_module.__file__).with_name(f"{module}.py").read_text()
     for node in ast.walk(ast.parse(source)):
         names = []

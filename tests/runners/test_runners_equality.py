@@ -1,4 +1,4 @@
-"""A local and a sharded run of the same work write the same files (DESIGN.md principle 3)."""
+"""A local and a sharded run of the same work write the same files (docs/shards.md, "Grading in shards")."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ a budget mst enforces). Whatever happens — the client's time budget, mst's dea
 task, an unreadable line — the whole process group is terminated, then killed, so nothing the CLI
 started (its MCP servers included) outlives the attempt.
 
-Endings decided here, at the point of failure (seed 001):
+Endings decided here, at the point of failure (docs/endings.md):
 
 - the binary does not exist or is not executable → ``client-app``, not retryable (install it).
 - a stdout line that is not a JSON object → ``client-app``, retryable (output mst cannot read).

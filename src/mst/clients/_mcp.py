@@ -3,7 +3,7 @@
 Imported only when a variant has MCP servers, so the no-server path of the agent client never
 pays for ``mcp``/``anyio`` (importing ``mcp`` alone costs over a second of CPU).
 
-Endings decided here (seed 001: at the point of failure):
+Endings decided here (docs/endings.md: at the point of failure):
 
 - a server that cannot start, initialise or list its tools within ``startup_timeout_s``, or a
   server setting that names a secret the secrets file lacks → ``Infrastructure("setup", ...,

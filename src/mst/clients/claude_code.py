@@ -31,7 +31,7 @@ the Agent SDK's message types; cross-checked with public stream-json parsers):
   Claude Code's environment, so secrets stay out of the file: they reach Claude Code through its
   environment only.
 
-Endings (seed 001), decided here:
+Endings (docs/endings.md), decided here:
 
 ======================================================  ===========================================
 what happened                                           ending

@@ -4,12 +4,12 @@ For agents mst does not drive itself (a CLI agent, a script around an SDK, anoth
 The command gets the prompt in its argv (``{prompt}``) or on stdin (``stdin: true``), runs in
 the attempt's artifacts directory (files it writes there are the attempt's artifacts), and
 answers on stdout or in a file. It may also write a JSONL transcript in the canonical format
-(seed 002 §2), which becomes the attempt's transcript.
+(docs/graders.md, "The contract"), which becomes the attempt's transcript.
 
 Secrets (from ``--secrets-file``) reach the command through its environment only, never its
 argv, and are removed from any of its output that ends up in an ending's detail.
 
-Endings (seed 001), decided here:
+Endings (docs/endings.md), decided here:
 
 - the command does not exist or is not executable → ``Infrastructure("client-app", ...,
   retryable=False)``: the eval's setup must change.

@@ -204,7 +204,7 @@ class EvalConfig(Strict):
     assertions: list[Assertion] = Field(default_factory=list, description="Applied to every case.")
     judges: list[JudgeConfig] = Field(default_factory=list, description="Applied to every case.")
     pairwise: PairwiseConfig | None = None
-    graders: dict[str, Any] | None = Field(None, description="Deterministic graders (seed 002 §3).")
+    graders: dict[str, Any] | None = Field(None, description="Deterministic graders (docs/graders.md, Configuration).")
     redact: list[str] = Field(default_factory=list, description="Extra regexes redacted from transcripts.")
     metrics: list[str] = Field(
         default_factory=list,

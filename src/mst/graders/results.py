@@ -1,4 +1,4 @@
-"""Running the enabled graders and the results schema, version 2 (seed 002 §5).
+"""Running the enabled graders and the results schema, version 2 (docs/graders.md, "Results").
 
 ``run_graders`` is the one implementation behind the grading phase and ``mst graders run``:
 lookups are built once (or passed in), each enabled grader runs against the same read-only
@@ -128,7 +128,7 @@ def make_result(spec: GraderSpec, measurement: Measurement | None, error: str | 
 
 def run_one(spec: GraderSpec, inp: GraderInput) -> dict[str, Any]:
     """Run a single built-in; any exception becomes an ``error`` result naming the exception.
-    Custom source is never executed here (seed 002 §5): see :func:`run_custom_graders`."""
+    Custom source is never executed here (docs/graders.md): see :func:`run_custom_graders`."""
     if spec.kind != "builtin":
         return make_result(spec, None, RUNTIME_UNAVAILABLE)
     try:

@@ -1,4 +1,4 @@
-"""Opt-in trajectory analyses (seed 002 §4): enabled only by configuration, bounded inputs.
+"""Opt-in trajectory analyses (docs/graders.md, "Defaults, opt-ins"): enabled only by configuration, bounded inputs.
 
 The trajectory is the main agent's correlated tool calls, in order (from the shared lookups).
 A *state* is a call: its tool name, or its tool name and arguments (``config.symbols`` chooses;

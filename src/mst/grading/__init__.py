@@ -1,4 +1,4 @@
-"""Grading: assertions, code judges and pairwise comparisons of trials (DESIGN.md, "Grading").
+"""Grading: assertions, code judges and pairwise comparisons of trials (docs/grading.md).
 
 The public surface a collector, a regrade and a shard worker use. ``grading`` reads
 transcripts and writes verdicts; it knows nothing of collecting, clients or runners.

@@ -1,14 +1,14 @@
 """Grading a trial and comparing a case's trials pairwise: the same code everywhere.
 
 Local grading, a grade shard and the coordinator's assembly of shard results all run
-:func:`grade_trial` and :func:`compare_pairwise` (DESIGN.md, "grading is the same code
+:func:`grade_trial` and :func:`compare_pairwise` (docs/grading.md, "the same code
 everywhere"). The one seam is the :class:`GradingSource`: every judge call goes through it.
 :class:`LiveSource` calls the judges; a recorded source (shards) replays what a worker recorded,
 so the records written here are produced by one code path either way.
 
 Every assertion and judge yields a verdict or a grading error. A judge that raises (or returns
 something that is not a verdict) leaves the trial *ungraded*; grading never turns a trial into
-an infrastructure failure (seed 001), and ``mst grade --resume`` grades it again.
+an infrastructure failure (docs/endings.md), and ``mst grade --resume`` grades it again.
 
 Result records are plain JSON-ready dicts (they go to ``results.json`` and a journal):
 

@@ -1,6 +1,6 @@
 """Code judges: resolving them to an identity, loading them, and the views they are given.
 
-A judge is resolved once, on the coordinator (DESIGN.md, "the coordinator resolves"). Its
+A judge is resolved once, on the coordinator (docs/shards.md, "The coordinator resolves"). Its
 *identity* digests everything that decides its verdicts — the resolved definition and the
 version of the code — so ``mst grade --resume`` can keep a verdict exactly when the judge that
 gave it is unchanged. For an entry-point plugin the version is its distribution's version (what
@@ -302,7 +302,7 @@ class TrialView:
         """The agent's tool calls, starts correlated with completions by ``toolCallId``.
 
         Each is ``{id, name, server, input, success, output | error, durationMs}``. A call that
-        never completed counts as failed (seed 002: unfinished calls are failures). Events of
+        never completed counts as failed (docs/graders.md: unfinished calls are failures). Events of
         other provenance phases (judges, detection) are not the agent's and are left out.
         """
         if self._tool_calls is None:

@@ -4,7 +4,7 @@ A grade worker grades through a :class:`RecordingSource` (live judge calls, each
 and ships what it recorded. The coordinator then runs the very same :func:`grade_trial` /
 :func:`compare_pairwise` with a :class:`RecordedSource` that answers each judge call from those
 records instead of calling the judge, so the records it writes come from one code path whether
-grading ran here or on a worker (DESIGN.md, "grading is the same code everywhere").
+grading ran here or on a worker (docs/shards.md, "Grading in shards").
 
 A call with no record (its worker was lost before it sent it back) becomes a grading error
 naming why, so the trial is ungraded and a later ``mst grade --resume`` grades it.

@@ -1,4 +1,4 @@
-"""The status table every SDK-backed provider adapter applies (seed 001: decided at the point of failure).
+"""The status table every SDK-backed provider adapter applies (docs/endings.md: decided at the point of failure).
 
 Each adapter catches its SDK's typed exceptions and hands the HTTP status here; only the adapter
 knows how its provider words a context-length error, so that check stays in the adapter and

@@ -2,7 +2,7 @@
 
 The coordinator resolves (datasets, plugins, judges, client settings) once and ships the result,
 so every shard works from one resolved set of settings and a worker never loads a dataset
-(DESIGN.md, "the coordinator resolves; workers only execute"). A bundle is a directory:
+(docs/shards.md, "The coordinator resolves; workers only execute"). A bundle is a directory:
 
 * ``bundle.json`` — :class:`Bundle`: the eval config, the shard's resolved cases (expected,
   metadata, judges), the plugins and their versions, client settings, and the shard's work;

@@ -1,4 +1,4 @@
-"""Where things live in a run directory (DESIGN.md "Runs on disk")."""
+"""Where things live in a run directory (docs/run-directory.md)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ within-case correlation, so the interval is conservative, and Wilson behaves wel
 The method used is reported with the interval.
 
 **Incomplete cases** (short of a trial, or with an ungraded trial) are neither passed nor
-failed and are left out of every rate (seed 001).
+failed and are left out of every rate (docs/endings.md, "Incomplete cases").
 
 The t distribution and the clustered and paired estimators live in :mod:`mst.statistics.intervals`.
 """

@@ -1,4 +1,4 @@
-"""Shared read-only indexes over one unified session (seed 002 §2, ``createSessionLookups``).
+"""Shared read-only indexes over one unified session (docs/graders.md, "The contract").
 
 Every grader needs the same few derived facts: which events of a type exist, which tool calls
 the agent made and how they ended, and how many model requests and tokens the agent used.

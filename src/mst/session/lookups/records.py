@@ -24,8 +24,9 @@ class ToolCall(NamedTuple):
     """One main-agent tool call, correlated from its start and completion evidence.
 
     ``finished`` is False when no completion was seen; such a call also has ``success`` False,
-    because an attempt that never reported a result did not succeed (seed 002 §2). Records are
-    named tuples rather than frozen dataclasses: a million-event session has hundreds of
+    because an attempt that never reported a result did not succeed, and a completion without
+    ``success: true`` has ``success`` False too (docs/graders.md, "What a tool call is"). Records
+    are named tuples rather than frozen dataclasses: a million-event session has hundreds of
     thousands of them and a tuple is several times cheaper to build.
     """
 
