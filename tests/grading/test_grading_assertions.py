@@ -247,6 +247,6 @@ def test_missing_or_absent_transcript_makes_tool_assertions_ungraded(tmp_path: P
     for transcript in (tmp_path / "gone.jsonl", None):
         result = grade_trial(view("42", case=case, transcript=transcript), case, LiveSource())
         assert result.status == "ungraded" and result.passed is None
-        assert [e["judge"] for e in result.errors] == ["tool-not-called"]
-        assert "transcript" in result.errors[0]["message"]
-        assert [v["judge"] for v in result.verdicts] == ["contains"]
+        assert [e.judge for e in result.errors] == ["tool-not-called"]
+        assert "transcript" in result.errors[0].message
+        assert [v.judge for v in result.verdicts] == ["contains"]

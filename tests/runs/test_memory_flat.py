@@ -16,7 +16,7 @@ import orjson
 import pytest
 from tests.helpers import mock_variant, write_eval
 
-from mst.pipeline import grade, run_eval
+from mst.api import grade, run_eval
 from mst.runs import files
 
 pytestmark = pytest.mark.slow

@@ -2,8 +2,9 @@
 
 These compose ``collect`` and ``grading`` with the runner's transport and add no logic of their
 own: a collect shard's attempt records reach the run through the same ``on_attempt`` (journal)
-callback as local collecting, and a grade shard's recorded judge calls become a
-:class:`~mst.grading.recorded.RecordedSource` the coordinator's ordinary ``grade_run`` replays.
+callback as local collecting, and what a grade shard computed — assertions, judge and pairwise
+calls, the deterministic graders' results — becomes a :class:`~mst.grading.recorded.RecordedSource`
+that the coordinator's ordinary ``grade_run`` replays, running no judge and no grader itself.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any
 from mst import endings
 from mst.collect import AttemptSpec
 from mst.config.resolved import ResolvedEval
+from mst.grading.phase import GradePlan
 from mst.grading.recorded import RecordedSource
-from mst.grading_phase import GradePlan
 from mst.progress import Progress
 from mst.runners.base import Runner, ShardSpec
 from mst.runners.bundle import GradeWork, write_collect_bundle, write_grade_bundle
@@ -50,7 +51,8 @@ def grade_in_shards(runner: Runner, run: Run, resolved: ResolvedEval, plan: Grad
         if ids:
             chosen = set(ids)
             work = GradeWork(trials=[k for k in plan.trials if k[1] in chosen],
-                             keep=[(k, v) for k, v in plan.keep.items() if k[1] in chosen],
+                             keep=[(k, {n: v.to_json() for n, v in kept.items()})
+                                   for k, kept in plan.keep.items() if k[1] in chosen],
                              pairs=[p for p in plan.pairs if p[1] in chosen])
             folder = workdir / f"shard-{index + 1}" / "bundle"
             bundle = write_grade_bundle(folder, run, resolved, index, count, work, heartbeat=runner.options.heartbeat)

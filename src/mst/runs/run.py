@@ -19,9 +19,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from mst import endings
 from mst.config.errors import Problem, UserError
 from mst.runs.files import read_journal, read_journal_lines
+from mst.runs.grading_records import CaseComparison, TrialGrading
 from mst.runs.layout import RUN_SCHEMA, Key, RunPaths, key_of
 from mst.runs.record_files import read_record_file, write_record_file
-from mst.runs.records import KeyIndex, RecordStore
+from mst.runs.records import KeyIndex, RecordCodec, RecordStore
 
 PhaseState = Literal["complete", "partial", "skipped", "pending"]
 
@@ -40,27 +41,35 @@ class _RunFile(BaseModel):
     phases: dict[str, str]
 
 
+_GRADING: RecordCodec[TrialGrading] = RecordCodec(TrialGrading)
+_COMPARISON: RecordCodec[CaseComparison] = RecordCodec(CaseComparison)
+
+
+def _comparisons() -> RecordStore[tuple[str, str], CaseComparison]:
+    return RecordStore(codec=_COMPARISON)
+
+
 @dataclass
 class Run:
-    """The records live in :class:`RecordStore` mappings (memory flat in the number of attempts):
-    a record read from them is a fresh dict, so store a changed record back by assigning it."""
+    """The records live in :class:`RecordStore` mappings (memory flat in the number of attempts).
+    Gradings and comparisons come out as typed, immutable records; store a new one by assigning it."""
 
     paths: RunPaths
     meta: dict[str, Any]
-    attempts: RecordStore[Key] = field(init=False)
-    trial_grades: RecordStore[Key] = field(init=False)
-    comparisons: RecordStore[tuple[str, str]] = field(default_factory=RecordStore)
+    attempts: RecordStore[Key, dict[str, Any]] = field(init=False)
+    trial_grades: RecordStore[Key, TrialGrading] = field(init=False)
+    comparisons: RecordStore[tuple[str, str], CaseComparison] = field(default_factory=_comparisons)
 
     def __post_init__(self) -> None:
         keys: KeyIndex[Key] = KeyIndex()  # an attempt and its grading share one key
         self.attempts = RecordStore(summarize=endings.from_record, keys=keys)
-        self.trial_grades = RecordStore(keys=keys)
+        self.trial_grades = RecordStore(keys=keys, codec=_GRADING)
 
-    def adopt_attempts(self, attempts: RecordStore[Key]) -> None:
+    def adopt_attempts(self, attempts: RecordStore[Key, dict[str, Any]]) -> None:
         """Take another run's attempt records as they are (a regrade grades the same attempts);
         grading starts empty."""
         self.attempts = attempts
-        self.trial_grades = RecordStore(keys=attempts.key_index)
+        self.trial_grades = RecordStore(keys=attempts.key_index, codec=_GRADING)
 
     @property
     def root(self) -> str:
@@ -141,14 +150,31 @@ def _add_attempt(run: Run, rec: Any, raw: bytes | None, file: str, where: tuple[
 
 
 def _load_grading(run: Run, *, repair: bool) -> None:
+    """The gradings and comparisons, decoded once here; each kept with the bytes it was read as."""
     if run.paths.results.is_file():
         for rec, _ in read_record_file(run.paths.results, "results.json", "trials").records():
-            run.trial_grades[key_of(rec)] = rec
+            _put_grading(run, rec, str(run.paths.results))
     if run.paths.comparisons.is_file():
         for rec, _ in read_record_file(run.paths.comparisons, "comparisons.json", "comparisons").records():
-            run.comparisons[(rec["candidate"], rec["case"])] = rec
+            _put_comparison(run, rec, str(run.paths.comparisons))
     for rec in read_journal(run.paths.grading_journal, repair=repair):
         if rec.get("kind") == "pairwise":
-            run.comparisons[(rec["candidate"], rec["case"])] = rec
+            _put_comparison(run, rec, str(run.paths.grading_journal))
         else:
-            run.trial_grades[key_of(rec)] = rec
+            _put_grading(run, rec, str(run.paths.grading_journal))
+
+
+def _put_grading(run: Run, rec: Any, file: str) -> None:
+    try:
+        grading = TrialGrading.from_json(rec)
+    except ValueError as exc:
+        raise UserError(Problem(file, f"corrupt trial grading: {exc}")) from None
+    run.trial_grades.put(grading.key, grading, orjson.dumps(rec))
+
+
+def _put_comparison(run: Run, rec: Any, file: str) -> None:
+    try:
+        comparison = CaseComparison.from_json(rec)
+    except ValueError as exc:
+        raise UserError(Problem(file, f"corrupt comparison: {exc}")) from None
+    run.comparisons.put(comparison.key, comparison, orjson.dumps(rec))

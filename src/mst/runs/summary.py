@@ -99,7 +99,7 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str) -> tuple[dict
                 continue
             outcomes[ending.outcome] += 1
             grade = run.trial_grades.get(key)
-            passed = grade.get("passed") if grade and grade.get("status") == "graded" else None
+            passed = grade.passed if grade is not None else None
             ungraded += passed is None
             passes.append(passed)
             record = run.attempts[key]
@@ -108,8 +108,8 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str) -> tuple[dict
                     usage[name] += value
             if isinstance(record.get("durationMs"), int | float):
                 durations.append(float(record["durationMs"]))
-            for g in (grade or {}).get("graders", []):
-                case_values[g["id"]].append(g["value"] if g["status"] in ("pass", "fail") else None)
+            for g in (grade.graders or ()) if grade is not None else ():
+                case_values[g.id].append(g.value if g.measured else None)
         for grader_id, values in case_values.items():
             sums, counts = graders[grader_id]  # listed even when no case has a value
             summed = case_sum(values, case.id)
@@ -131,7 +131,7 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str) -> tuple[dict
 def _pairwise(run: Run, variant: str, resolved: ResolvedEval) -> dict[str, Any] | None:
     if resolved.pairwise is None or resolved.baseline is None or variant == resolved.baseline.id:
         return None
-    prefs = [run.comparisons[(variant, c.id)].get("preference")
+    prefs = [run.comparisons[(variant, c.id)].preference
              for c in resolved.cases if (variant, c.id) in run.comparisons]
     return preference_counts(prefs)
 

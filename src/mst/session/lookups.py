@@ -107,6 +107,12 @@ class ToolCall(NamedTuple):
     start: int | None
     end: int | None
     server: str | None
+    rejected: bool = False  # mst refused it before any server saw it (``"rejected": true`` in its events' data)
+
+    @property
+    def reached_server(self) -> bool:
+        """The call was sent to a server (or the evidence does not say it was refused)."""
+        return not self.rejected
 
 
 class TokenUsage(NamedTuple):
@@ -344,7 +350,7 @@ def _timestamp(event: Mapping[str, Any]) -> float | None:
 # and freezing it is one C-level list → tuple conversion. It is mutated only in this module.
 _Slot = list[Any]
 _POS, _NAME, _ARGUMENTS, _ARGS_KEY, _AGENT, _CALL_ID, _DONE, _SUCCESS = 0, 1, 2, 3, 4, 5, 6, 7
-_DURATION, _SOURCE, _START, _END, _SERVER = 8, 9, 10, 11, 12
+_DURATION, _SOURCE, _START, _END, _SERVER, _REJECTED = 8, 9, 10, 11, 12, 13
 
 _new_tuple = tuple.__new__
 
@@ -440,7 +446,8 @@ class _Correlator:
             call_id, server = _str_field(data, _CALL_ID_KEYS), _str_field(data, _SERVER_KEYS)
             raw, args = _str_field(data, _TOOL_NAME_KEYS), _field(data, _ARG_KEYS)
         name = normalise_tool_name(raw, server) if raw else "unknown"
-        slot = [pos, name, args, None, agent, call_id, False, False, None, SOURCE_NATIVE, pos, None, server]
+        slot = [pos, name, args, None, agent, call_id, False, False, None, SOURCE_NATIVE, pos, None, server,
+                data.get("rejected") is True]
         self.slots.append(slot)
         if call_id is not None:
             self.by_id[(agent, call_id)] = slot
@@ -462,6 +469,8 @@ class _Correlator:
         slot[_DONE] = True
         slot[_END] = pos
         slot[_SUCCESS] = not _failed(data)
+        if data.get("rejected") is True:
+            slot[_REJECTED] = True
         duration = _duration(data)
         if duration is None and slot[_START] is not None:
             began, ended = _timestamp(self.session[slot[_START]]), _timestamp(event)
@@ -481,7 +490,7 @@ class _Correlator:
             if slot is not None:
                 return slot
         slot = [pos, name or "unknown", _field(data, _ARG_KEYS), None, agent, call_id, False, False, None,
-                SOURCE_NATIVE, None, None, server]  # fmt: skip
+                SOURCE_NATIVE, None, None, server, False]  # fmt: skip
         self.slots.append(slot)
         return slot
 
@@ -547,7 +556,7 @@ class _Gateway:
         status = data.get("status")
         done = not (isinstance(status, str) and status.lower() in ("started", "pending", "running"))
         slot = [pos, name, _first(data, _ARG_KEYS), None, _agent(event), _str_field(data, _CALL_ID_KEYS), done,
-                done and not _failed(data), _duration(data), SOURCE_GATEWAY_CALL, pos, pos, server]  # fmt: skip
+                done and not _failed(data), _duration(data), SOURCE_GATEWAY_CALL, pos, pos, server, False]  # fmt: skip
         self.indices.append(len(self.slots))
         self.slots.append(slot)
 
@@ -568,7 +577,7 @@ class _Gateway:
         raw = params.get("name")
         name = normalise_tool_name(raw if raw.__class__ is str and raw else "unknown", server)
         slot = [pos, name, params.get("arguments"), None, _agent(event), rpc_id, False, False, None,
-                SOURCE_GATEWAY_RPC, pos, None, server]  # fmt: skip
+                SOURCE_GATEWAY_RPC, pos, None, server, False]  # fmt: skip
         self.indices.append(len(self.slots))
         self.slots.append(slot)
         if rpc_id is not None:

@@ -20,7 +20,8 @@ from mst.collect import AttemptSpec, Collector, all_attempts
 from mst.config.errors import Problem, UserError
 from mst.config.resolved import ResolvedEval
 from mst.config.secrets import load_secrets
-from mst.grading_phase import GradePlan, grade_run, plan_grading
+from mst.grading.context import GradingContext
+from mst.grading.phase import grade_run, plan_grading
 from mst.progress import Progress, Silent
 from mst.resolve import resolve_eval
 from mst.runs.files import Journal
@@ -119,25 +120,32 @@ def grade(
     resolved = resolve_eval(eval_path) if eval_path else _resolve_for(source, check_digest=False)
     secrets = load_secrets(secrets_file)
     progress = progress or Silent()
+    context = _context(resolved, secrets)
     with _opened(runner, runner_options, "grade") as opened:
         if resume:
-            plan = plan_grading(source, resolved, resume=True)
+            plan = plan_grading(source, resolved, context, resume=True)
             run = source
             run.meta["phases"]["grade"] = "partial"
-            run.meta["grading"] = _grading_meta(resolved)
+            run.meta["grading"] = _grading_meta(resolved, context)
             run.write()
         else:
-            run = _new_regrade(source, resolved, runs_dir)  # written with its grading metadata
-            plan = plan_grading(run, resolved, resume=False)
+            run = _new_regrade(source, resolved, runs_dir, context)  # written with its grading metadata
+            plan = plan_grading(run, resolved, context, resume=False)
         sharded = None
         if opened is not None:
             from mst.runners.sharded import grade_in_shards
 
             sharded = grade_in_shards(opened, run, resolved, plan, secrets, progress)
             run.meta["grading"]["runner"] = sharded.runner
-        grade_run(run, resolved, plan, secrets=secrets, progress=progress,
+        # Sharded, the coordinator replays the shards' records: it runs no judge and no grader.
+        grade_run(run, resolved, plan, context, secrets=secrets, progress=progress,
                   source=sharded.source if sharded else None)
         return _finish(run, resolved, sharded)
+
+
+def _context(resolved: ResolvedEval, secrets: dict[str, str]) -> GradingContext:
+    """The run's grading context, made once per command."""
+    return GradingContext.of(resolved, Redactor(secrets.values(), resolved.config.redact))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,10 +182,11 @@ def _collect_and_grade(
     if run.meta.get("noGrade"):
         run.meta["phases"]["grade"] = "skipped"
     else:
-        run.meta["grading"] = _grading_meta(resolved)
+        context = _context(resolved, secrets)
+        run.meta["grading"] = _grading_meta(resolved, context)
         run.write()
-        plan = plan_grading(run, resolved, resume=True)
-        grade_run(run, resolved, plan, secrets=secrets, progress=progress)
+        plan = plan_grading(run, resolved, context, resume=True)
+        grade_run(run, resolved, plan, context, secrets=secrets, progress=progress)
     return _finish(run, resolved, sharded)
 
 
@@ -232,7 +241,7 @@ def _resolve_for(run: Run, *, check_digest: bool = True) -> ResolvedEval:
     return resolved
 
 
-def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None) -> Run:
+def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None, context: GradingContext) -> Run:
     if source.meta["phases"].get("collect") != "complete" and not source.attempts:
         raise UserError(Problem(str(source.paths.root), "the run has no collected attempts to grade"))
     run_case_ids = {c["id"] for c in source.meta["cases"]}
@@ -245,7 +254,7 @@ def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None) -> 
     def populate(staging: RunPaths, run_id: str) -> None:
         meta = {**_meta(run_id, resolved, no_grade=False), "regradeOf": source.id,
                 "phases": {"collect": source.meta["phases"].get("collect", "complete"), "grade": "partial"},
-                "runner": source.meta.get("runner", {"name": "local"}), "grading": _grading_meta(resolved)}
+                "runner": source.meta.get("runner", {"name": "local"}), "grading": _grading_meta(resolved, context)}
         meta["eval"]["collectedDigest"] = source.meta["eval"].get("digest")
         run = Run(staging, meta)
         run.adopt_attempts(source.attempts)  # the same records: shared, not copied
@@ -295,14 +304,14 @@ def _meta(run_id: str, resolved: ResolvedEval, *, no_grade: bool) -> dict[str, A
     }
 
 
-def _grading_meta(resolved: ResolvedEval) -> dict[str, Any]:
+def _grading_meta(resolved: ResolvedEval, context: GradingContext) -> dict[str, Any]:
     """What the grading was done with: resume refuses when this set changes."""
     return {
         "runner": {"name": "local"},
         "source": "live",
-        "judges": {c.id: sorted(j.id for j in c.judges) for c in resolved.cases},
+        "judges": dict(context.judges),
         "pairwise": resolved.pairwise.id if resolved.pairwise else None,
-        "graders": GradePlan.grader_ids(resolved),
+        "graders": context.grader_ids,
     }
 
 
