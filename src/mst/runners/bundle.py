@@ -170,7 +170,7 @@ def _bundle(kind: Literal["collect-bundle", "grade-bundle"], resolved: ResolvedE
 
 def _case_json(case: ResolvedCase) -> BundleCase:
     return BundleCase(id=case.id, prompt=case.prompt, expected=case.expected, metadata=case.metadata,
-                      trials=case.trials, assertions=[a.model_dump(mode="json") for a in case.assertions],
+                      trials=case.trials, assertions=[a.model_dump(mode="json", exclude_unset=True) for a in case.assertions],
                       judges=[asdict(j) for j in case.judges], mock=case.mock)
 
 
