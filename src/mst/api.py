@@ -24,6 +24,7 @@ from mst.grading.context import GradingContext
 from mst.grading.phase import grade_run, plan_grading
 from mst.progress import Progress, Silent
 from mst.resolve import resolve_eval
+from mst.runs.attempts import AttemptRecord
 from mst.runs.files import Journal
 from mst.runs.layout import RUN_SCHEMA, RunPaths, create_run_dir, key_of, link_attempt_files, write_latest
 from mst.runs.run import Run, open_run
@@ -162,7 +163,7 @@ def _collect_and_grade(
     sharded = None
     with Journal(run.paths.attempts) as journal:
         def on_attempt(record: dict[str, Any]) -> None:
-            run.attempts.put(key_of(record), record, journal.append(record))
+            run.attempts.put(key_of(record), AttemptRecord.from_json(record), journal.append(record))
             progress.advance()
 
         if runner is None:
@@ -222,7 +223,7 @@ def _to_resume(run: Run, resolved: ResolvedEval) -> Iterable[AttemptSpec]:
         if key not in run.attempts:
             yield spec
         elif endings.is_retryable(run.ending(key)):
-            yield AttemptSpec(spec.variant, spec.case, spec.trial, int(run.attempts[key].get("try", 1)) + 1)
+            yield AttemptSpec(spec.variant, spec.case, spec.trial, run.attempts[key].try_number + 1)
 
 
 def _all_collected(run: Run, resolved: ResolvedEval) -> bool:
@@ -259,7 +260,7 @@ def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None, con
         run = Run(staging, meta)
         run.adopt_attempts(source.attempts)  # the same records: shared, not copied
         for record in run.attempts.values():
-            link_attempt_files(source.paths.root, staging.root, record)
+            link_attempt_files(source.paths.root, staging.root, record.transcript, record.artifacts)
         run.write()
         staged.append(run)
 

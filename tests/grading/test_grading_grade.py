@@ -9,6 +9,7 @@ import pytest
 from grading_helpers import calls, fixture_judge, make_case, pairwise_judge, view
 
 from mst.grading import (
+    GradingContext,
     LiveSource,
     TrialView,
     compare_pairwise,
@@ -114,12 +115,12 @@ def test_assertion_only_grading_is_fast() -> None:
             {"type": "final-answer"},
         ]
     )
-    source = LiveSource()
+    source, context = LiveSource(), GradingContext()  # a run's context: the case's plan is made once
     trials = [view("The answer is 42", case=case, trial=i) for i in range(5000)]
-    grade_trial(trials[0], case, source)
+    grade_trial(trials[0], case, source, context=context)
     start = time.perf_counter()
     for t in trials:
-        grade_trial(t, case, source)
+        grade_trial(t, case, source, context=context)
     per_trial = (time.perf_counter() - start) / len(trials)
     assert per_trial < 100e-6, f"{per_trial * 1e6:.1f} µs per trial"  # ~10-20 µs; generous for CI noise
 

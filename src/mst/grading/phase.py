@@ -129,11 +129,10 @@ def _refuse_changed_judges(run: Run, resolved: ResolvedEval, context: GradingCon
 
 def trial_view(run: Run, key: Key, case: ResolvedCase) -> TrialView:
     record = run.attempts[key]
-    transcript = record.get("transcript")
-    artifacts = record.get("artifacts")
+    transcript, artifacts = record.transcript, record.artifacts
     return TrialView.of(
-        case, variant=key[0], trial=key[2], answer=record.get("answer"), ending=record["ending"],
-        transcript=f"{run.root}/{transcript}" if transcript else None, usage=record.get("usage"),
+        case, variant=key[0], trial=key[2], answer=record.answer, ending=record.ending,
+        transcript=f"{run.root}/{transcript}" if transcript else None, usage=record.usage,
         artifacts_dir=run.paths.root / artifacts if artifacts else None,
     )
 

@@ -169,9 +169,11 @@ def _bundle(kind: Literal["collect-bundle", "grade-bundle"], resolved: ResolvedE
 
 
 def _case_json(case: ResolvedCase) -> BundleCase:
+    # Unset fields stay unset: an `equals` without a value compares with the case's expected.
+    assertions = [a.model_dump(mode="json", exclude_unset=True) for a in case.assertions]
     return BundleCase(id=case.id, prompt=case.prompt, expected=case.expected, metadata=case.metadata,
-                      trials=case.trials, assertions=[a.model_dump(mode="json", exclude_unset=True) for a in case.assertions],
-                      judges=[asdict(j) for j in case.judges], mock=case.mock)
+                      trials=case.trials, assertions=assertions, judges=[asdict(j) for j in case.judges],
+                      mock=case.mock)
 
 
 def _graders_data(graders: GradersConfig | None) -> list[BundleGrader] | None:
@@ -232,14 +234,16 @@ def _copy_code(judges: Iterable[ResolvedJudge], code_dir: Path) -> list[str]:
 
 
 def _write_shard_run(root: Path, run: Run, case_ids: set[str]) -> None:
-    """The stored run's files for the shard's cases, as a run directory (hard links, not copies)."""
-    attempts = [run.attempts[k] for k in sorted(run.attempts) if k[1] in case_ids]
+    """The stored run's files for the shard's cases, as a run directory (hard links, not copies);
+    its records are written as the run holds them, byte for byte."""
+    keys = [k for k in sorted(run.attempts) if k[1] in case_ids]
     meta = {"schema": RUN_SCHEMA, "id": run.id, "eval": run.meta["eval"], "variants": run.meta["variants"],
             "cases": [c for c in run.meta["cases"] if c["id"] in case_ids],
-            "phases": dict(run.meta["phases"]), "attempts": attempts}
-    for record in attempts:
-        link_attempt_files(run.paths.root, root, record)
-    atomic_write_json(root / "run.json", meta, fsync=False)
+            "phases": dict(run.meta["phases"])}
+    for key in keys:
+        record = run.attempts[key]
+        link_attempt_files(run.paths.root, root, record.transcript, record.artifacts)
+    write_record_file(root / "run.json", meta, "attempts", (run.attempts.raw(k) for k in keys), fsync=False)
     comparisons = (run.comparisons.raw(k) for k in sorted(run.comparisons) if k[1] in case_ids)
     write_record_file(root / "comparisons.json", {"schema": COMPARISONS_SCHEMA, "run": run.id}, "comparisons",
                       comparisons, fsync=False)

@@ -307,6 +307,11 @@ class RecordStore(MutableMapping[K, V]):
     # -- mapping -------------------------------------------------------------------------------
 
     def __setitem__(self, key: K, value: V) -> None:
+        """Store ``value``; a plain JSON object is taken as the record's stored form (one an
+        older mst wrote, say) and decoded through the codec, so it is checked like any read."""
+        if type(value) is dict and not isinstance(self._codec, JsonCodec):
+            self.put(key, self._codec.from_json(value), orjson.dumps(value))  # type: ignore[arg-type]
+            return
         self.put(key, value, orjson.dumps(self._codec.to_json(value)))
 
     def summary(self, key: K) -> Any:

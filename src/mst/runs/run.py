@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mst import endings
 from mst.config.errors import Problem, UserError
+from mst.runs.attempts import AttemptRecord, ending_of
 from mst.runs.files import read_journal, read_journal_lines
 from mst.runs.grading_records import CaseComparison, TrialGrading
 from mst.runs.layout import RUN_SCHEMA, Key, RunPaths, key_of
@@ -41,6 +42,7 @@ class _RunFile(BaseModel):
     phases: dict[str, str]
 
 
+_ATTEMPT: RecordCodec[AttemptRecord] = RecordCodec(AttemptRecord)
 _GRADING: RecordCodec[TrialGrading] = RecordCodec(TrialGrading)
 _COMPARISON: RecordCodec[CaseComparison] = RecordCodec(CaseComparison)
 
@@ -52,20 +54,21 @@ def _comparisons() -> RecordStore[tuple[str, str], CaseComparison]:
 @dataclass
 class Run:
     """The records live in :class:`RecordStore` mappings (memory flat in the number of attempts).
-    Gradings and comparisons come out as typed, immutable records; store a new one by assigning it."""
+    Attempts, gradings and comparisons come out as typed, immutable records: a read record cannot
+    be changed in place (and the change silently lost); store a new one by assigning it."""
 
     paths: RunPaths
     meta: dict[str, Any]
-    attempts: RecordStore[Key, dict[str, Any]] = field(init=False)
+    attempts: RecordStore[Key, AttemptRecord] = field(init=False)
     trial_grades: RecordStore[Key, TrialGrading] = field(init=False)
     comparisons: RecordStore[tuple[str, str], CaseComparison] = field(default_factory=_comparisons)
 
     def __post_init__(self) -> None:
         keys: KeyIndex[Key] = KeyIndex()  # an attempt and its grading share one key
-        self.attempts = RecordStore(summarize=endings.from_record, keys=keys)
+        self.attempts = RecordStore(summarize=ending_of, keys=keys, codec=_ATTEMPT)
         self.trial_grades = RecordStore(keys=keys, codec=_GRADING)
 
-    def adopt_attempts(self, attempts: RecordStore[Key, dict[str, Any]]) -> None:
+    def adopt_attempts(self, attempts: RecordStore[Key, AttemptRecord]) -> None:
         """Take another run's attempt records as they are (a regrade grades the same attempts);
         grading starts empty."""
         self.attempts = attempts
@@ -139,14 +142,14 @@ def _add_attempt(run: Run, rec: Any, raw: bytes | None, file: str, where: tuple[
         key = key_of(rec)
         if only_new and key in run.attempts:
             return
-        ending = endings.from_record(rec)
+        record = AttemptRecord.from_json(rec)
     except (KeyError, TypeError, ValueError) as exc:
         place = f"line {where[1]}" if where[0] == "line" else f"attempts[{where[1]}]"
         raise UserError(Problem(file, f"corrupt attempt record ({place}): {exc}")) from None
     if "ending" not in rec:
-        attempt_record(rec, ending)  # an old run: map its ending once, when read
+        attempt_record(rec, record.ending)  # an old run: map its ending once, when read
         raw = None
-    run.attempts.put(key, rec, raw if raw is not None else orjson.dumps(rec))
+    run.attempts.put(key, record, raw if raw is not None else orjson.dumps(rec))
 
 
 def _load_grading(run: Run, *, repair: bool) -> None:

@@ -103,11 +103,11 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str) -> tuple[dict
             ungraded += passed is None
             passes.append(passed)
             record = run.attempts[key]
-            for name, value in (record.get("usage") or {}).items():
+            for name, value in record.usage.items():
                 if isinstance(value, int | float):
                     usage[name] += value
-            if isinstance(record.get("durationMs"), int | float):
-                durations.append(float(record["durationMs"]))
+            if isinstance(record.duration_ms, int | float):
+                durations.append(float(record.duration_ms))
             for g in (grade.graders or ()) if grade is not None else ():
                 case_values[g.id].append(g.value if g.measured else None)
         for grader_id, values in case_values.items():

@@ -1,0 +1,73 @@
+"""A run's records are typed and immutable, with one codec each that keeps the stored bytes."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from mst.grading import CaseComparison, RecordError, TrialGrading
+from mst.runs.attempts import AttemptRecord
+from mst.runs.layout import RunPaths
+from mst.runs.run import Run, open_run
+
+ATTEMPT: dict[str, Any] = {
+    "variant": "v", "case": "c", "trial": 0, "try": 1, "ending": {"kind": "trial", "outcome": "completed"},
+    "infrastructureError": None, "answer": "42", "transcript": "transcripts/v/c/0.jsonl", "artifacts": None,
+    "durationMs": 12.5, "usage": {"inputTokens": 3}, "diagnostics": {"turns": 1},
+}
+GRADING: dict[str, Any] = {
+    "variant": "v", "case": "c", "trial": 0, "status": "ungraded", "passed": None,
+    "verdicts": [{"judge": "equals", "kind": "assertion", "identity": "sha256:a", "passed": True, "score": None,
+                  "reason": "ok"},
+                 {"judge": "j", "kind": "code", "identity": "sha256:j", "passed": False, "score": 0.2, "reason": None,
+                  "usage": {"tokens": 5}, "durationMs": 1.5}],
+    "errors": [{"judge": "grader:loops", "kind": "grader", "identity": None, "message": "boom"}],
+    "graders": [{"id": "loops", "value": None, "status": "error"}], "gradersPath": "graders/v/c/0",
+}
+COMPARISON: dict[str, Any] = {
+    "kind": "pairwise", "case": "c", "candidate": "cand", "baseline": "base", "judge": "p", "identity": "sha256:p",
+    "pairs": [{"trial": 0, "ab": "candidate", "ba": "candidate", "preference": "candidate",
+               "reasons": {"ab": "x", "ba": None}, "usage": [{"t": 1}], "durationMs": 2.0}],
+    "wins": 1, "ties": 0, "losses": 0, "preference": "candidate", "errors": [{"trial": 1, "message": "lost"}],
+}
+
+
+def test_each_codec_gives_back_the_bytes_it_read() -> None:
+    for cls, doc in ((AttemptRecord, ATTEMPT), (TrialGrading, GRADING), (CaseComparison, COMPARISON)):
+        assert orjson.dumps(cls.from_json(doc).to_json()) == orjson.dumps(doc)  # type: ignore[attr-defined]
+    older = {**ATTEMPT, "failureKind": None, "note": "kept"}  # fields this version does not name
+    assert AttemptRecord.from_json(older).to_json() == older
+
+
+def test_a_malformed_grading_is_named() -> None:
+    with pytest.raises(RecordError, match="passed"):
+        TrialGrading.from_json({**GRADING, "verdicts": [{"judge": "x"}]})
+
+
+def test_read_records_cannot_be_changed_in_place(tmp_path: Path) -> None:
+    meta = {"schema": "mst.run/v1", "id": "r", "eval": {"name": "e", "path": "/x", "digest": "d"},
+            "variants": [{"id": "v"}], "cases": [{"id": "c", "trials": 1}],
+            "phases": {"collect": "complete", "grade": "partial"}}
+    run = Run(RunPaths(tmp_path), meta)
+    run.attempts[("v", "c", 0)] = AttemptRecord.from_json(ATTEMPT)
+    run.trial_grades[("v", "c", 0)] = TrialGrading.from_json(GRADING)
+    run.comparisons[("cand", "c")] = CaseComparison.from_json(COMPARISON)
+    run.write()
+    opened = open_run(tmp_path)
+    attempt, grading = opened.attempts[("v", "c", 0)], run.trial_grades[("v", "c", 0)]
+    with pytest.raises(TypeError):
+        attempt["answer"] = "changed"  # type: ignore[index]  # used to change a copy, silently
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        attempt.answer = "changed"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        grading["status"] = "graded"  # type: ignore[index]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        grading.errors = ()  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        run.comparisons[("cand", "c")].pairs.append(None)  # type: ignore[attr-defined]
+    assert opened.attempts[("v", "c", 0)].answer == "42" and attempt["ending"] == ATTEMPT["ending"]
+    assert opened.ending(("v", "c", 0)).outcome == "completed"  # type: ignore[union-attr]
