@@ -76,8 +76,9 @@ class AttemptRecord(Mapping[str, Any]):
         ending = endings.from_record(data if isinstance(data, dict) else dict(data))
         return cls(
             str(data["variant"]), str(data["case"]), int(data["trial"]), int(data.get("try") or 1), ending,
-            data.get("answer"), data.get("transcript"), data.get("artifacts"), data.get("durationMs"), MappingProxyType(usage) if isinstance(usage, dict) else _EMPTY,
-            data.get("diagnostics"), MappingProxyType(extra) if extra else _EMPTY,
+            data.get("answer"), data.get("transcript"), data.get("artifacts"), data.get("durationMs"),
+            MappingProxyType(usage) if isinstance(usage, dict) else _EMPTY, data.get("diagnostics"),
+            MappingProxyType(extra) if extra else _EMPTY,
         )
 
 
