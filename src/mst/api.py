@@ -27,6 +27,7 @@ from mst.resolve import resolve_eval
 from mst.runs.attempts import AttemptRecord
 from mst.runs.files import Journal
 from mst.runs.layout import RUN_SCHEMA, RunPaths, create_run_dir, key_of, link_attempt_files, write_latest
+from mst.runs.meta import GradingMeta, RunMeta
 from mst.runs.run import Run, open_run
 from mst.runs.summary import finalize
 from mst.session.redact import Redactor
@@ -69,14 +70,14 @@ def run_eval(
     secrets = load_secrets(secrets_file)
     with _opened(runner, runner_options, "collect") as opened:
         target = runs_dir or _default_runs_dir(resolved)
-        meta: dict[str, Any] = {}
+        made: list[RunMeta] = []
 
         def populate(staging: RunPaths, run_id: str) -> None:
-            meta.update(_meta(run_id, resolved, no_grade=no_grade))
-            Run(staging, meta).write()
+            made.append(RunMeta.from_json(_meta(run_id, resolved, no_grade=no_grade)))
+            Run(staging, made[0]).write()
 
         paths = create_run_dir(target, resolved.config.name, populate)
-        run = Run(paths, meta)
+        run = Run(paths, made[0])
         write_latest(paths)
         count = len(resolved.variants) * sum(c.trials for c in resolved.cases)
         return _collect_and_grade(run, resolved, all_attempts(resolved), count, secrets, concurrency, progress,
@@ -126,8 +127,7 @@ def grade(
         if resume:
             plan = plan_grading(source, resolved, context, resume=True)
             run = source
-            run.meta["phases"]["grade"] = "partial"
-            run.meta["grading"] = _grading_meta(resolved, context)
+            run.meta = run.meta.with_phases(grade="partial").with_grading(_grading_meta(resolved, context))
             run.write()
         else:
             run = _new_regrade(source, resolved, runs_dir, context)  # written with its grading metadata
@@ -137,7 +137,7 @@ def grade(
             from mst.runners.sharded import grade_in_shards
 
             sharded = grade_in_shards(opened, run, resolved, plan, secrets, progress)
-            run.meta["grading"]["runner"] = sharded.runner
+            run.meta = run.meta.with_grading_runner(sharded.runner)
         # Sharded, the coordinator replays the shards' records: it runs no judge and no grader.
         grade_run(run, resolved, plan, context, secrets=secrets, progress=progress,
                   source=sharded.source if sharded else None)
@@ -174,17 +174,17 @@ def _collect_and_grade(
             from mst.runners.sharded import collect_in_shards
 
             sharded = collect_in_shards(runner, resolved, run, specs, secrets, on_attempt, concurrency)
-            run.meta["runner"] = sharded.runner
+            run.meta = run.meta.with_runner(sharded.runner)
     progress.finish()
     if sharded is not None and sharded.interrupted:
-        run.meta["phases"]["collect"] = "partial"
+        run.meta = run.meta.with_phases(collect="partial")
         return _finish(run, resolved, sharded)
-    run.meta["phases"]["collect"] = "complete" if _all_collected(run, resolved) else "partial"
-    if run.meta.get("noGrade"):
-        run.meta["phases"]["grade"] = "skipped"
+    run.meta = run.meta.with_phases(collect="complete" if _all_collected(run, resolved) else "partial")
+    if run.meta.no_grade:
+        run.meta = run.meta.with_phases(grade="skipped")
     else:
         context = _context(resolved, secrets)
-        run.meta["grading"] = _grading_meta(resolved, context)
+        run.meta = run.meta.with_grading(_grading_meta(resolved, context))
         run.write()
         plan = plan_grading(run, resolved, context, resume=True)
         grade_run(run, resolved, plan, context, secrets=secrets, progress=progress)
@@ -193,7 +193,7 @@ def _collect_and_grade(
 
 def _finish(run: Run, resolved: ResolvedEval, sharded: Sharded | None = None) -> Outcome:
     summary = finalize(run, resolved)
-    run.meta["updatedAt"] = _now()
+    run.meta = run.meta.updated(_now())
     run.write()
     write_latest(run.paths)
     if sharded is not None and sharded.interrupted:
@@ -231,21 +231,21 @@ def _all_collected(run: Run, resolved: ResolvedEval) -> bool:
 
 
 def _resolve_for(run: Run, *, check_digest: bool = True) -> ResolvedEval:
-    eval_path = Path(run.meta["eval"]["path"])
+    eval_path = Path(run.meta.eval.path)
     if not eval_path.is_file():
         raise UserError(Problem(str(run.paths.run_json), f"the run's eval file {eval_path} no longer exists; "
                                 "pass --eval FILE", "eval.path"))
     resolved = resolve_eval(eval_path)
-    if check_digest and resolved.digest != run.meta["eval"]["digest"]:
+    if check_digest and resolved.digest != run.meta.eval.digest:
         raise UserError(Problem(str(eval_path), "the eval file changed since this run started; resuming would "
                                 "mix two evals. Start a new run, or regrade with `mst grade`"))
     return resolved
 
 
 def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None, context: GradingContext) -> Run:
-    if source.meta["phases"].get("collect") != "complete" and not source.attempts:
+    if source.meta.phases.collect != "complete" and not source.attempts:
         raise UserError(Problem(str(source.paths.root), "the run has no collected attempts to grade"))
-    run_case_ids = {c["id"] for c in source.meta["cases"]}
+    run_case_ids = source.meta.case_ids
     eval_case_ids = {c.id for c in resolved.cases}
     if run_case_ids != eval_case_ids:
         raise UserError(Problem(str(resolved.path), "the eval's cases differ from the run's "
@@ -253,11 +253,12 @@ def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None, con
     staged: list[Run] = []
 
     def populate(staging: RunPaths, run_id: str) -> None:
+        collect = source.meta.to_json()["phases"].get("collect", "complete")
         meta = {**_meta(run_id, resolved, no_grade=False), "regradeOf": source.id,
-                "phases": {"collect": source.meta["phases"].get("collect", "complete"), "grade": "partial"},
-                "runner": source.meta.get("runner", {"name": "local"}), "grading": _grading_meta(resolved, context)}
-        meta["eval"]["collectedDigest"] = source.meta["eval"].get("digest")
-        run = Run(staging, meta)
+                "phases": {"collect": collect, "grade": "partial"},
+                "runner": dict(source.meta.runner), "grading": _grading_meta(resolved, context).to_json()}
+        meta["eval"]["collectedDigest"] = source.meta.eval.digest or None
+        run = Run(staging, RunMeta.from_json(meta))
         run.adopt_attempts(source.attempts)  # the same records: shared, not copied
         for record in run.attempts.values():
             link_attempt_files(source.paths.root, staging.root, record.transcript, record.artifacts)
@@ -305,15 +306,10 @@ def _meta(run_id: str, resolved: ResolvedEval, *, no_grade: bool) -> dict[str, A
     }
 
 
-def _grading_meta(resolved: ResolvedEval, context: GradingContext) -> dict[str, Any]:
+def _grading_meta(resolved: ResolvedEval, context: GradingContext) -> GradingMeta:
     """What the grading was done with: resume refuses when this set changes."""
-    return {
-        "runner": {"name": "local"},
-        "source": "live",
-        "judges": dict(context.judges),
-        "pairwise": resolved.pairwise.id if resolved.pairwise else None,
-        "graders": context.grader_ids,
-    }
+    return GradingMeta({"name": "local"}, "live", context.judges, resolved.pairwise.id if resolved.pairwise else None,
+                       tuple(context.grader_ids))
 
 
 def _now() -> str:

@@ -71,3 +71,22 @@ def test_read_records_cannot_be_changed_in_place(tmp_path: Path) -> None:
         run.comparisons[("cand", "c")].pairs.append(None)  # type: ignore[attr-defined]
     assert opened.attempts[("v", "c", 0)].answer == "42" and attempt["ending"] == ATTEMPT["ending"]
     assert opened.ending(("v", "c", 0)).outcome == "completed"  # type: ignore[union-attr]
+
+
+def test_run_metadata_is_immutable_and_changes_by_copy() -> None:
+    from mst.runs.meta import RunMeta
+
+    head = {"schema": "mst.run/v1", "id": "r", "eval": {"name": "e", "path": "/x", "digest": "d"},
+            "variants": [{"id": "v"}], "cases": [{"id": "c", "trials": 1}], "futureField": {"kept": True},
+            "phases": {"collect": "complete", "grade": "partial"}}
+    meta = RunMeta.from_json(head)
+    with pytest.raises(TypeError):
+        meta["phases"] = {}  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        meta.phases = None  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        meta.phases.grade = "complete"  # type: ignore[misc]
+    done = meta.with_phases(grade="complete")
+    assert meta.phases.grade == "partial" and done.phases.grade == "complete"
+    assert list(done.to_json()) == list(head) and done.to_json()["futureField"] == {"kept": True}
+    assert meta.to_json() == head

@@ -108,18 +108,17 @@ def _is_trial(run: Run, key: Key) -> bool:
 
 def _refuse_changed_judges(run: Run, resolved: ResolvedEval, context: GradingContext) -> None:
     """Resume refuses when the cases or the set of judges changed since the grading began."""
-    recorded = run.meta.get("grading")
-    if not recorded:
+    recorded = run.meta.grading
+    if recorded is None:
         return
-    run_cases = {c["id"] for c in run.meta["cases"]}
-    if run_cases != {c.id for c in resolved.cases}:
+    if run.meta.case_ids != {c.id for c in resolved.cases}:
         raise UserError(Problem(str(run.paths.run_json), "the eval's cases changed since this run was graded; "
                                 "regrade it with `mst grade RUN` instead of --resume"))
     pairwise = resolved.pairwise.id if resolved.pairwise else None
-    if recorded.get("judges") != context.judges or recorded.get("pairwise") != pairwise:
+    if dict(recorded.judges) != dict(context.judges) or recorded.pairwise != pairwise:
         raise UserError(Problem(str(run.paths.run_json), "the set of judges changed since this run was graded; "
                                 "regrade it with `mst grade RUN` instead of --resume"))
-    if recorded.get("graders", []) != context.grader_ids:
+    if list(recorded.graders) != context.grader_ids:
         raise UserError(Problem(str(run.paths.run_json), "the set of graders changed since this run was graded; "
                                 "regrade it with `mst grade RUN` instead of --resume"))
 
@@ -177,7 +176,7 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
                 on_record(comparison)
             progress.advance()
     progress.finish()
-    run.meta["phases"]["grade"] = "complete" if grading_complete(run, resolved) else "partial"
+    run.meta = run.meta.with_phases(grade="complete" if grading_complete(run, resolved) else "partial")
 
 
 R_co = TypeVar("R_co", TrialGrading, CaseComparison)

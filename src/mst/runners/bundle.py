@@ -237,9 +237,9 @@ def _write_shard_run(root: Path, run: Run, case_ids: set[str]) -> None:
     """The stored run's files for the shard's cases, as a run directory (hard links, not copies);
     its records are written as the run holds them, byte for byte."""
     keys = [k for k in sorted(run.attempts) if k[1] in case_ids]
-    meta = {"schema": RUN_SCHEMA, "id": run.id, "eval": run.meta["eval"], "variants": run.meta["variants"],
-            "cases": [c for c in run.meta["cases"] if c["id"] in case_ids],
-            "phases": dict(run.meta["phases"])}
+    head = run.meta.to_json()
+    meta = {"schema": RUN_SCHEMA, "id": run.id, "eval": head["eval"], "variants": head["variants"],
+            "cases": [c for c in head["cases"] if c["id"] in case_ids], "phases": head["phases"]}
     for key in keys:
         record = run.attempts[key]
         link_attempt_files(run.paths.root, root, record.transcript, record.artifacts)

@@ -22,10 +22,9 @@ from mst.runs.attempts import AttemptRecord, ending_of
 from mst.runs.files import read_journal, read_journal_lines
 from mst.runs.grading_records import CaseComparison, TrialGrading
 from mst.runs.layout import RUN_SCHEMA, Key, RunPaths, key_of
+from mst.runs.meta import RunMeta
 from mst.runs.record_files import read_record_file, write_record_file
 from mst.runs.records import KeyIndex, RecordCodec, RecordStore
-
-PhaseState = Literal["complete", "partial", "skipped", "pending"]
 
 
 class _RunFile(BaseModel):
@@ -58,12 +57,15 @@ class Run:
     be changed in place (and the change silently lost); store a new one by assigning it."""
 
     paths: RunPaths
-    meta: dict[str, Any]
+    meta: RunMeta
     attempts: RecordStore[Key, AttemptRecord] = field(init=False)
     trial_grades: RecordStore[Key, TrialGrading] = field(init=False)
     comparisons: RecordStore[tuple[str, str], CaseComparison] = field(default_factory=_comparisons)
 
     def __post_init__(self) -> None:
+        meta: Any = self.meta
+        if not isinstance(meta, RunMeta):  # run.json's head as JSON: decoded here, once
+            self.meta = RunMeta.from_json(meta)
         keys: KeyIndex[Key] = KeyIndex()  # an attempt and its grading share one key
         self.attempts = RecordStore(summarize=ending_of, keys=keys, codec=_ATTEMPT)
         self.trial_grades = RecordStore(keys=keys, codec=_GRADING)
@@ -81,7 +83,7 @@ class Run:
 
     @property
     def id(self) -> str:
-        return str(self.meta["id"])
+        return self.meta.id
 
     def ending(self, key: Key) -> endings.Ending:
         """Kept in memory when the attempt is stored: readers never decode a record for it."""
@@ -90,7 +92,7 @@ class Run:
 
     def write(self) -> None:
         """run.json: the metadata and every attempt once, in key order, each as it is stored."""
-        write_record_file(self.paths.run_json, self.meta, "attempts", self.attempts.raw_in_key_order())
+        write_record_file(self.paths.run_json, self.meta.to_json(), "attempts", self.attempts.raw_in_key_order())
 
 
 def attempt_record(record: dict[str, Any], ending: endings.Ending) -> dict[str, Any]:
@@ -120,7 +122,7 @@ def open_run(path: Path, *, repair: bool = False, grading: bool = True) -> Run:
         loc = ".".join(str(p) for p in err["loc"]).replace("schema_", "schema")
         raise UserError(Problem(str(paths.run_json), f"run.json is not a {RUN_SCHEMA} file: {err['msg']}",
                                 loc)) from None
-    run = Run(paths, meta)
+    run = Run(paths, RunMeta.from_json(meta))
     journal = str(paths.attempts)
     for lineno, rec, raw in read_journal_lines(paths.attempts, repair=repair):
         _add_attempt(run, rec, raw, journal, ("line", lineno))

@@ -51,8 +51,8 @@ def summarize(run: Run, resolved: ResolvedEval) -> tuple[dict[str, Any], Iterato
         "schema": SUMMARY_SCHEMA,
         "run": run.id,
         "eval": resolved.config.name,
-        "regradeOf": run.meta.get("regradeOf"),
-        "phases": run.meta["phases"],
+        "regradeOf": run.meta.regrade_of,
+        "phases": run.meta.to_json()["phases"],
         "casePass": rule_json,
         "totals": {
             "attempts": len(run.attempts),
