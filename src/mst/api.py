@@ -29,7 +29,7 @@ from mst.runs.files import Journal
 from mst.runs.layout import RUN_SCHEMA, RunPaths, create_run_dir, key_of, link_attempt_files, write_latest
 from mst.runs.meta import GradingMeta, RunMeta
 from mst.runs.run import Run, open_run
-from mst.runs.summary import finalize
+from mst.runs.summary import Summary, finalize
 from mst.session.redact import Redactor
 
 if TYPE_CHECKING:
@@ -46,12 +46,12 @@ EXIT_INTERRUPTED = 130
 @dataclass
 class Outcome:
     run: Run
-    summary: dict[str, Any]  # summary.json without its per-case rows (read the file for those)
+    summary: Summary  # summary.json without its per-case rows (read the file for those)
     notes: list[str] = dataclasses.field(default_factory=list)  # what went wrong in shards, for the CLI to show
 
     @property
     def exit_code(self) -> int:
-        return EXIT_INCOMPLETE if self.summary["totals"]["incompleteCases"] else EXIT_OK
+        return EXIT_OK if self.summary.complete else EXIT_INCOMPLETE
 
 
 def run_eval(

@@ -90,3 +90,21 @@ def test_run_metadata_is_immutable_and_changes_by_copy() -> None:
     assert meta.phases.grade == "partial" and done.phases.grade == "complete"
     assert list(done.to_json()) == list(head) and done.to_json()["futureField"] == {"kept": True}
     assert meta.to_json() == head
+
+
+def test_the_summary_decodes_once_and_reads_as_its_file() -> None:
+    from mst.runs.summary import Summary
+
+    doc = {"schema": "mst.summary/v1", "run": "r", "eval": "e", "regradeOf": None,
+           "phases": {"collect": "complete", "grade": "complete"}, "casePass": {"atLeast": 0.5},
+           "totals": {"attempts": 2, "trials": 2, "infrastructureFailures": 0, "cases": 1, "incompleteCases": 1},
+           "variants": [{"id": "v", "baseline": True, "client": "agent", "model": None,
+                         "cases": {"total": 1, "passed": 0, "failed": 0, "incomplete": 1}, "needsFix": []}]}
+    summary = Summary.from_json(doc)
+    assert summary.to_json() == doc and orjson.dumps(summary.to_json()) == orjson.dumps(doc)
+    assert not summary.complete and summary.totals.incomplete_cases == 1
+    assert summary["variants"][0]["cases"]["incomplete"] == 1  # the file's shape, read-only
+    with pytest.raises(TypeError):
+        summary["totals"]["incompleteCases"] = 0
+    with pytest.raises(TypeError):
+        summary.variants[0].figures["cases"]["passed"] = 1  # type: ignore[index]

@@ -9,12 +9,13 @@ name are kept in ``extra`` and written back in place, so nothing read is lost.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
 from mst import endings
+from mst.runs.frozen import JsonView
 
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 _KNOWN: Final = frozenset({"variant", "case", "trial", "try", "ending", "infrastructureError", "answer",
@@ -22,7 +23,7 @@ _KNOWN: Final = frozenset({"variant", "case", "trial", "try", "ending", "infrast
 
 
 @dataclass(frozen=True, slots=True)
-class AttemptRecord(Mapping[str, Any]):
+class AttemptRecord(JsonView):
     """One attempt: its key, its ending (decided once, by its producer) and where its files are.
 
     Read it by attribute. It also reads as the (immutable) JSON object it is stored as —
@@ -45,15 +46,6 @@ class AttemptRecord(Mapping[str, Any]):
     @property
     def key(self) -> tuple[str, str, int]:
         return (self.variant, self.case, self.trial)
-
-    def __getitem__(self, name: str) -> Any:
-        return self.to_json()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.to_json())
-
-    def __len__(self) -> int:
-        return len(self.to_json())
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
