@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.helpers import load, run_cli
 from tests.runners.runners_helpers import collected_run, judged_eval, new_run, normalized_run
@@ -61,3 +65,39 @@ def test_a_sharded_regrade_runs_no_grader_on_the_coordinator(tmp_path: Path) -> 
     assert len(graded) == trials
     results = load(sharded / graded[0])["results"]
     assert [r["value"] for r in results if r["id"] == "operational-value"] == [3.0]
+
+
+def test_a_worker_rebuilds_the_resolved_eval_from_the_bundle_alone(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The coordinator resolves; a worker reads the result as data and resolves nothing again."""
+    import mst.graders
+    import mst.graders.config
+    from mst.resolve import resolve_eval
+    from mst.runners.bundle import GradeWork, read_bundle, resolved_from, write_grade_bundle
+    from mst.runs.run import open_run
+
+    (tmp_path / "value.sh").write_text(SCRIPT)
+    path = judged_eval(tmp_path, cases=2, pairwise=False,
+                       graders={"operational-value": {"run": "value.sh"}, "my-metric": {"script": "return 1"}})
+    source = open_run(collected_run(tmp_path, path))
+    monkeypatch.setattr(sys, "path", list(sys.path))  # resolving imports the eval's judges module here
+    try:
+        resolved = resolve_eval(path)
+        work = GradeWork(trials=[k for k in source.attempts if k[1] == "c0"], keep=[], pairs=[])
+        folder = tmp_path / "bundle"
+        write_grade_bundle(folder, source, resolved, 0, 1, work, heartbeat=1.0)
+    finally:
+        sys.modules.pop("judges", None)
+    for gone in (path, tmp_path / "value.sh", tmp_path / "judges.py"):  # nothing left to resolve from
+        gone.unlink()
+
+    def refuse(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a worker resolved the eval again")
+
+    monkeypatch.setattr(mst.graders, "parse_graders_config", refuse)
+    monkeypatch.setattr(mst.graders.config, "parse_graders_config", refuse)
+    rebuilt = resolved_from(read_bundle(folder), folder)
+    assert rebuilt.graders == resolved.graders
+    assert rebuilt.graders.get("operational-value").run_source == SCRIPT
+    assert rebuilt.cases == tuple(c for c in resolved.cases if c.id == "c0")
+    assert [j.identity for j in rebuilt.cases[0].judges] == [j.identity for j in resolved.cases[0].judges]
