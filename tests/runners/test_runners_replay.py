@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.helpers import load, run_cli
 from tests.runners.runners_helpers import collected_run, judged_eval, new_run, normalized_run
 
