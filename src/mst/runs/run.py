@@ -158,28 +158,20 @@ def _load_grading(run: Run, *, repair: bool) -> None:
     """The gradings and comparisons, decoded once here; each kept with the bytes it was read as."""
     if run.paths.results.is_file():
         for rec, _ in read_record_file(run.paths.results, "results.json", "trials").records():
-            _put_grading(run, rec, str(run.paths.results))
+            _put(run.trial_grades, TrialGrading, rec, str(run.paths.results))
     if run.paths.comparisons.is_file():
         for rec, _ in read_record_file(run.paths.comparisons, "comparisons.json", "comparisons").records():
-            _put_comparison(run, rec, str(run.paths.comparisons))
+            _put(run.comparisons, CaseComparison, rec, str(run.paths.comparisons))
     for rec in read_journal(run.paths.grading_journal, repair=repair):
         if rec.get("kind") == "pairwise":
-            _put_comparison(run, rec, str(run.paths.grading_journal))
+            _put(run.comparisons, CaseComparison, rec, str(run.paths.grading_journal))
         else:
-            _put_grading(run, rec, str(run.paths.grading_journal))
+            _put(run.trial_grades, TrialGrading, rec, str(run.paths.grading_journal))
 
 
-def _put_grading(run: Run, rec: Any, file: str) -> None:
+def _put(store: RecordStore[Any, Any], cls: type[TrialGrading] | type[CaseComparison], rec: Any, file: str) -> None:
     try:
-        grading = TrialGrading.from_json(rec)
+        record = cls.from_json(rec)
     except ValueError as exc:
-        raise UserError(Problem(file, f"corrupt trial grading: {exc}")) from None
-    run.trial_grades.put(grading.key, grading, orjson.dumps(rec))
-
-
-def _put_comparison(run: Run, rec: Any, file: str) -> None:
-    try:
-        comparison = CaseComparison.from_json(rec)
-    except ValueError as exc:
-        raise UserError(Problem(file, f"corrupt comparison: {exc}")) from None
-    run.comparisons.put(comparison.key, comparison, orjson.dumps(rec))
+        raise UserError(Problem(file, f"corrupt {cls.__name__} record: {exc}")) from None
+    store.put(record.key, record, orjson.dumps(rec))
