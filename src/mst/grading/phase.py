@@ -179,10 +179,10 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
     run.meta = run.meta.with_phases(grade="complete" if grading_complete(run, resolved) else "partial")
 
 
-R_co = TypeVar("R_co", TrialGrading, CaseComparison)
+Graded = TypeVar("Graded", TrialGrading, CaseComparison)
 
 
-def _redacted(record: R_co, context: GradingContext) -> tuple[R_co, dict[str, Any]]:
+def _redacted(record: Graded, context: GradingContext) -> tuple[Graded, dict[str, Any]]:
     """The record as it is stored: redacted of the run's secrets, with the JSON it is journaled as."""
     data = record.to_json()
     if not context.redactor.active:
