@@ -8,7 +8,6 @@ records. All of them call :func:`grade_trial` (assertions, judges and graders) a
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import os
@@ -154,7 +153,7 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
         grading = grade_trial(view, cases[key[1]], source, keep=plan.keep.get(key), context=context)
         if grading.output is not None:
             _write_grader_files(run, key, grading.output, context)
-            grading = dataclasses.replace(grading, graders_path=RunPaths.graders_rel(*key))
+            grading = grading.with_graders_path(RunPaths.graders_rel(*key))
         return _redacted(grading, context)
 
     # Views and earlier records are read here, in this thread; only the judging runs in the pool.
@@ -287,8 +286,7 @@ def _make_folder(folder: str) -> None:
 def grading_complete(run: Run, resolved: ResolvedEval) -> bool:
     for key in run.attempts:
         if endings.is_trial(run.ending(key)):
-            grade = run.trial_grades.get(key)
-            if grade is None or grade.status != "graded":
+            if key not in run.trial_grades or run.trial_grades.summary(key) != "graded":
                 return False
     if resolved.pairwise is not None and resolved.baseline is not None:
         for case in resolved.cases:

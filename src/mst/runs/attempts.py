@@ -64,7 +64,7 @@ class AttemptRecord(JsonView):
         """Decode a stored record (one written before endings existed is mapped, see
         :func:`mst.endings.from_record`); raises ``KeyError``/``ValueError`` on a corrupt one."""
         usage = data.get("usage")
-        extra = {k: v for k, v in data.items() if k not in _KNOWN}
+        extra = None if data.keys() <= _KNOWN else {k: v for k, v in data.items() if k not in _KNOWN}
         ending = endings.from_record(data if isinstance(data, dict) else dict(data))
         return cls(
             str(data["variant"]), str(data["case"]), int(data["trial"]), int(data.get("try") or 1), ending,

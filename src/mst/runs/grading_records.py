@@ -63,11 +63,15 @@ class VerdictRecord:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> VerdictRecord:
-        passed = _need(data, "passed", "verdict")
-        if not isinstance(passed, bool):
-            raise RecordError("a verdict's 'passed' must be a boolean")
-        return cls(str(_need(data, "judge", "verdict")), str(data.get("kind", "code")), data.get("identity"),
-                   passed, data.get("score"), data.get("reason"), data.get("usage") or None, data.get("durationMs"))
+        get = data.get
+        passed = get("passed")
+        if passed.__class__ is not bool:
+            raise RecordError(f"a verdict's 'passed' must be a boolean, got {passed!r}")
+        judge = get("judge")
+        if judge.__class__ is not str:
+            raise RecordError("a verdict record needs a 'judge' name")
+        return cls(judge, get("kind", "code"), get("identity"), passed, get("score"), get("reason"),
+                   get("usage") or None, get("durationMs"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +106,10 @@ class GraderValue:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GraderValue:
-        return cls(str(_need(data, "id", "grader")), data.get("value"), str(_need(data, "status", "grader")))
+        try:
+            return cls(data["id"], data.get("value"), data["status"])  # one per grader per trial: kept lean
+        except (KeyError, TypeError):
+            raise RecordError("a grader value needs 'id' and 'status'") from None
 
     @property
     def measured(self) -> bool:
@@ -148,6 +155,11 @@ class TrialGrading:
             return None
         return all(v.passed for v in self.verdicts)
 
+    def with_graders_path(self, path: str) -> TrialGrading:
+        """This grading, its grader files at ``path`` (relative to the run)."""
+        return TrialGrading(self.variant, self.case, self.trial, self.verdicts, self.errors, self.graders, path,
+                            self.output)
+
     def verdict(self, name: str) -> VerdictRecord | None:
         return next((v for v in self.verdicts if v.judge == name), None)
 
@@ -166,13 +178,14 @@ class TrialGrading:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TrialGrading:
         try:
-            graders = data.get("graders")
+            graders, errors = data.get("graders"), data.get("errors")
+            value = GraderValue.from_json
             return cls(
                 str(_need(data, "variant", "trial grading")), str(_need(data, "case", "trial grading")),
                 int(_need(data, "trial", "trial grading")),
-                tuple(VerdictRecord.from_json(v) for v in data.get("verdicts", ())),
-                tuple(GradingError.from_json(e) for e in data.get("errors", ())),
-                None if graders is None else tuple(GraderValue.from_json(g) for g in graders),
+                tuple([VerdictRecord.from_json(v) for v in data.get("verdicts", ())]),
+                tuple([GradingError.from_json(e) for e in errors]) if errors else (),
+                None if graders is None else tuple([value(g) for g in graders]),
                 data.get("gradersPath"),
             )
         except (TypeError, AttributeError) as exc:

@@ -46,6 +46,12 @@ _GRADING: RecordCodec[TrialGrading] = RecordCodec(TrialGrading)
 _COMPARISON: RecordCodec[CaseComparison] = RecordCodec(CaseComparison)
 
 
+def _status(grading: TrialGrading) -> str:
+    """Kept in memory per trial (shared: two values): whether a run's grading is complete is
+    decided without decoding a record."""
+    return grading.status
+
+
 def _comparisons() -> RecordStore[tuple[str, str], CaseComparison]:
     return RecordStore(codec=_COMPARISON)
 
@@ -68,13 +74,13 @@ class Run:
             self.meta = RunMeta.from_json(meta)
         keys: KeyIndex[Key] = KeyIndex()  # an attempt and its grading share one key
         self.attempts = RecordStore(summarize=ending_of, keys=keys, codec=_ATTEMPT)
-        self.trial_grades = RecordStore(keys=keys, codec=_GRADING)
+        self.trial_grades = RecordStore(keys=keys, codec=_GRADING, summarize=_status)
 
     def adopt_attempts(self, attempts: RecordStore[Key, AttemptRecord]) -> None:
         """Take another run's attempt records as they are (a regrade grades the same attempts);
         grading starts empty."""
         self.attempts = attempts
-        self.trial_grades = RecordStore(keys=attempts.key_index, codec=_GRADING)
+        self.trial_grades = RecordStore(keys=attempts.key_index, codec=_GRADING, summarize=_status)
 
     @property
     def root(self) -> str:
