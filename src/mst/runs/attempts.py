@@ -18,6 +18,7 @@ from mst import endings
 from mst.runs.frozen import JsonView
 
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
+_COMPLETED: Final = endings.to_json(endings.COMPLETED)  # most attempts: decoded without building one
 _KNOWN: Final = frozenset({"variant", "case", "trial", "try", "ending", "infrastructureError", "answer",
                            "transcript", "artifacts", "durationMs", "usage", "diagnostics"})
 
@@ -65,7 +66,9 @@ class AttemptRecord(JsonView):
         :func:`mst.endings.from_record`); raises ``KeyError``/``ValueError`` on a corrupt one."""
         usage = data.get("usage")
         extra = None if data.keys() <= _KNOWN else {k: v for k, v in data.items() if k not in _KNOWN}
-        ending = endings.from_record(data if isinstance(data, dict) else dict(data))
+        stored = data.get("ending")
+        ending = endings.COMPLETED if stored == _COMPLETED else endings.from_record(
+            data if isinstance(data, dict) else dict(data))
         return cls(
             str(data["variant"]), str(data["case"]), int(data["trial"]), int(data.get("try") or 1), ending,
             data.get("answer"), data.get("transcript"), data.get("artifacts"), data.get("durationMs"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 if TYPE_CHECKING:
     from mst.graders.results import GraderRun
@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 Side = Literal["candidate", "baseline", "tie"]
 Status = Literal["graded", "ungraded"]
+
+
+_new = tuple.__new__
 
 
 class RecordError(ValueError):
@@ -39,9 +42,10 @@ def _need(data: Mapping[str, Any], key: str, what: str) -> Any:
 # A trial's grading
 
 
-@dataclass(frozen=True, slots=True)
-class VerdictRecord:
-    """One assertion's or judge's verdict on a trial."""
+class VerdictRecord(NamedTuple):
+    """One assertion's or judge's verdict on a trial. A named tuple (immutable, slotted, typed),
+    as the session lookups' records are: a run decodes several per trial, and a tuple is several
+    times cheaper to build than a frozen dataclass."""
 
     judge: str  # the unique name within the case (``contains#2``)
     kind: str  # "assertion" | "code"
@@ -70,8 +74,8 @@ class VerdictRecord:
         judge = get("judge")
         if judge.__class__ is not str:
             raise RecordError("a verdict record needs a 'judge' name")
-        return cls(judge, get("kind", "code"), get("identity"), passed, get("score"), get("reason"),
-                   get("usage") or None, get("durationMs"))
+        return _new(cls, (judge, get("kind", "code"), get("identity"), passed, get("score"), get("reason"),
+                          get("usage") or None, get("durationMs")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +96,10 @@ class GradingError:
                    str(data.get("message", "")))
 
 
-@dataclass(frozen=True, slots=True)
-class GraderValue:
+class GraderValue(NamedTuple):
     """One deterministic grader's value on a trial, as the trial's record lists it (the full
-    schema-v2 result is in the trial's ``grader_results.json``)."""
+    schema-v2 result is in the trial's ``grader_results.json``). A named tuple, as
+    :class:`VerdictRecord`: ten of them are decoded per trial."""
 
     id: str
     value: float | None
@@ -107,7 +111,7 @@ class GraderValue:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GraderValue:
         try:
-            return cls(data["id"], data.get("value"), data["status"])  # one per grader per trial: kept lean
+            return _new(cls, (data["id"], data.get("value"), data["status"]))
         except (KeyError, TypeError):
             raise RecordError("a grader value needs 'id' and 'status'") from None
 
