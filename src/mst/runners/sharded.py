@@ -81,7 +81,7 @@ def grade_in_shards(runner: Runner, run: Run, resolved: ResolvedEval, plan: Grad
 def _missing(shard: Shard) -> str:
     if shard.done is None:
         return f"Missing: grade shard {shard.spec.index + 1} ended before this case was graded"
-    return f"Missing: grade shard {shard.spec.index + 1} sent no record of this judge call"
+    return f"Missing: grade shard {shard.spec.index + 1} sent no record of this grading"
 
 
 def collect_in_shards(runner: Runner, resolved: ResolvedEval, run: Run, specs: Iterable[AttemptSpec],
