@@ -20,6 +20,7 @@ from mst._lazy import lazy_exports
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from mst.api import grade, resume_run, run_eval
     from mst.clients.base import AttemptOutcome, AttemptRequest, Client
     from mst.config.errors import Problem, UserError
     from mst.config.models import EvalConfig
@@ -27,14 +28,12 @@ if TYPE_CHECKING:
     from mst.config.resolved import ResolvedEval
     from mst.endings import Ending, EndingException, Infrastructure, InfraWhat, Trial, TrialOutcome
     from mst.grading.judges import CaseView, TrialView, Verdict
-    from mst.pipeline import grade, resume_run, run_eval
     from mst.runners.base import Runner, ShardSpec
 
 _EXPORTS = {
-    # The running API (mst.pipeline here) is to move to an API module: these three follow it.
-    "run_eval": "mst.pipeline",
-    "resume_run": "mst.pipeline",
-    "grade": "mst.pipeline",
+    "run_eval": "mst.api",
+    "resume_run": "mst.api",
+    "grade": "mst.api",
     "resolve_eval": "mst.config.resolve",
     "EvalConfig": "mst.config.models",
     "ResolvedEval": "mst.config.resolved",

@@ -17,7 +17,7 @@ import pytest
 from tests.helpers import mock_variant, write_eval
 
 from mst import fileio
-from mst.pipeline import grade, run_eval
+from mst.api import grade, run_eval
 
 pytestmark = pytest.mark.slow
 

@@ -73,7 +73,7 @@ def schema() -> None:
 def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concurrency: int | None,
         secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...]) -> None:
     """Collect and grade an eval (TARGET = eval file), or resume a run (--resume TARGET = run dir)."""
-    from mst import pipeline
+    from mst import api as pipeline
     from mst.report.terminal import RichProgress, print_summary
     from mst.runs.layout import resolve_run_dir
 
@@ -105,7 +105,7 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
 def grade(run_dir: Path, resume: bool, eval_file: Path | None, runs_dir: Path | None,
           secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...]) -> None:
     """Regrade a stored run into a new run (regradeOf), without collecting again."""
-    from mst import pipeline
+    from mst import api as pipeline
     from mst.report.terminal import RichProgress, print_summary
     from mst.runs.layout import resolve_run_dir
 

@@ -76,7 +76,7 @@ class _Gateway:
         status = data.get("status")
         done = not (isinstance(status, str) and status.lower() in ("started", "pending", "running"))
         slot = [pos, name, _first(data, _ARG_KEYS), None, _agent(event), _str_field(data, _CALL_ID_KEYS), done,
-                done and not _failed(data), _duration(data), SOURCE_GATEWAY_CALL, pos, pos, server]  # fmt: skip
+                done and not _failed(data), _duration(data), SOURCE_GATEWAY_CALL, pos, pos, server, False]  # fmt: skip
         self.indices.append(len(self.slots))
         self.slots.append(slot)
 
@@ -97,7 +97,7 @@ class _Gateway:
         raw = params.get("name")
         name = normalise_tool_name(raw if raw.__class__ is str and raw else "unknown", server)
         slot = [pos, name, params.get("arguments"), None, _agent(event), rpc_id, False, False, None,
-                SOURCE_GATEWAY_RPC, pos, None, server]  # fmt: skip
+                SOURCE_GATEWAY_RPC, pos, None, server, False]  # fmt: skip
         self.indices.append(len(self.slots))
         self.slots.append(slot)
         if rpc_id is not None:

@@ -43,6 +43,12 @@ class ToolCall(NamedTuple):
     start: int | None
     end: int | None
     server: str | None
+    rejected: bool = False  # mst refused it before any server saw it (``"rejected": true`` in its events' data)
+
+    @property
+    def reached_server(self) -> bool:
+        """The call was sent to a server (or the evidence does not say it was refused)."""
+        return not self.rejected
 
 
 class TokenUsage(NamedTuple):

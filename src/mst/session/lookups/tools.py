@@ -27,7 +27,7 @@ from mst.session.lookups.records import SOURCE_NATIVE, ToolCall
 # and freezing it is one C-level list → tuple conversion. It is mutated only in this package.
 _Slot = list[Any]
 _POS, _NAME, _ARGUMENTS, _ARGS_KEY, _AGENT, _CALL_ID, _DONE, _SUCCESS = 0, 1, 2, 3, 4, 5, 6, 7
-_DURATION, _SOURCE, _START, _END, _SERVER = 8, 9, 10, 11, 12
+_DURATION, _SOURCE, _START, _END, _SERVER, _REJECTED = 8, 9, 10, 11, 12, 13
 
 _new_tuple = tuple.__new__
 
@@ -100,7 +100,8 @@ class _Correlator:
             call_id, server = _str_field(data, _CALL_ID_KEYS), _str_field(data, _SERVER_KEYS)
             raw, args = _str_field(data, _TOOL_NAME_KEYS), _field(data, _ARG_KEYS)
         name = normalise_tool_name(raw, server) if raw else "unknown"
-        slot = [pos, name, args, None, agent, call_id, False, False, None, SOURCE_NATIVE, pos, None, server]
+        slot = [pos, name, args, None, agent, call_id, False, False, None, SOURCE_NATIVE, pos, None, server,
+                data.get("rejected") is True]
         self.slots.append(slot)
         if call_id is not None:
             self.by_id[(agent, call_id)] = slot
@@ -122,6 +123,8 @@ class _Correlator:
         slot[_DONE] = True
         slot[_END] = pos
         slot[_SUCCESS] = data.get("success") is True  # absence of an error is not a success
+        if data.get("rejected") is True:
+            slot[_REJECTED] = True
         duration = _duration(data)
         if duration is None and slot[_START] is not None:
             began, ended = _timestamp(self.session[slot[_START]]), _timestamp(event)
@@ -141,7 +144,7 @@ class _Correlator:
             if slot is not None:
                 return slot
         slot = [pos, name or "unknown", _field(data, _ARG_KEYS), None, agent, call_id, False, False, None,
-                SOURCE_NATIVE, None, None, server]  # fmt: skip
+                SOURCE_NATIVE, None, None, server, False]  # fmt: skip
         self.slots.append(slot)
         return slot
 
