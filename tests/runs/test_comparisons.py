@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
@@ -16,7 +17,6 @@ from statsmodels.stats.proportion import proportion_confint
 
 from mst.graders import Observation, analyze_experiment
 from mst.runs.compare import PASS_RATE, PASS_RATE_METRIC, Columns, Metric, compare
-from mst.runs.stats import flip_rate, pass_rate, preference_counts
 from mst.statistics import (
     cases_needed,
     clustered_mean,
@@ -28,6 +28,7 @@ from mst.statistics import (
     sign_test,
     t_quantile,
 )
+from mst.statistics.rates import flip_rate, pass_rate, preference_counts
 
 
 def obs(variant: str, case: str, trial: int, value: float, direction: str = "higher") -> Observation:
@@ -244,3 +245,30 @@ def test_gate_fails_on_a_significant_regression_and_holm_guards_many_checks() ->
     assert not three.failed and three.checks[0].decision == "inconclusive"  # 3 × 0.0275 > 0.05
     assert not gate(_stored([0.0] * 14, noise)).failed
     assert not gate(_stored([-0.5] * 14, noise)).failed  # no spread: insufficient, never a failure
+
+
+def test_the_comparison_is_a_typed_field_of_the_summary_with_its_codec() -> None:
+    from mst.runs.compare import Comparison, MetricComparison
+    from mst.runs.summary import Summary
+
+    cand, base = Columns(), Columns()
+    for i in range(12):
+        cand.add_case(f"c{i}", {PASS_RATE: 0.5 + 0.04 * i})
+        base.add_case(f"c{i}", {PASS_RATE: 0.5})
+    comparison = compare(cand, base, [PASS_RATE_METRIC], confidence=0.9)
+    doc = {"schema": "mst.summary/v1", "run": "r", "eval": "e", "regradeOf": None,
+           "phases": {"collect": "complete", "grade": "complete"}, "casePass": "all", "confidence": 0.9,
+           "totals": {"attempts": 24, "trials": 24, "infrastructureFailures": 0, "cases": 12, "incompleteCases": 0},
+           "variants": [{"id": "base", "baseline": True, "client": "agent", "model": None},
+                        {"id": "cand", "baseline": False, "client": "agent", "model": None,
+                         "comparison": orjson.loads(orjson.dumps(comparison.to_json()))}]}
+    summary = Summary.from_json(doc)
+    assert summary.confidence == 0.9 and summary.variants[0].comparison is None
+    typed = summary.variants[1].comparison
+    assert isinstance(typed, Comparison) and typed == comparison
+    rate = typed.metrics[PASS_RATE]
+    assert isinstance(rate, MetricComparison) and rate.bounds == (0.0, 1.0) and rate.decision == "better"
+    assert summary.to_json() == doc and "comparison" not in summary["variants"][0]
+    assert summary["variants"][1]["comparison"]["metrics"][PASS_RATE]["p"] == rate.p  # the file's shape
+    with pytest.raises(TypeError):
+        summary["variants"][1]["comparison"]["cases"] = 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
@@ -49,7 +50,7 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
-def _interval(rate: dict[str, Any] | None) -> str:
+def _interval(rate: Mapping[str, Any] | None) -> str:
     if not rate or rate.get("estimate") is None:
         return "—"
     low, high = rate.get("low"), rate.get("high")
@@ -58,7 +59,7 @@ def _interval(rate: dict[str, Any] | None) -> str:
     return f"{_pct(rate['estimate'])} [{_pct(low)}, {_pct(high)}]"
 
 
-def print_summary(run: Run, summary: dict[str, Any], *, as_json: bool = False) -> None:
+def print_summary(run: Run, summary: Mapping[str, Any], *, as_json: bool = False) -> None:
     if as_json:  # the file, with its per-case rows (the summary in memory has none)
         sys.stdout.flush()
         with open(run.paths.summary, "rb") as fh:
@@ -84,7 +85,7 @@ def print_summary(run: Run, summary: dict[str, Any], *, as_json: bool = False) -
                       f"`mst run --resume {run.paths.root}` collects what a retry can help")
 
 
-def _pairwise(pw: dict[str, Any]) -> str:
+def _pairwise(pw: Mapping[str, Any]) -> str:
     """wins/ties/losses, the win rate (ties half) with its interval, and the judge's flip rate."""
     text = f"{pw['wins']}/{pw['ties']}/{pw['losses']}"
     rate = pw.get("winRate") or {}
@@ -96,7 +97,7 @@ def _pairwise(pw: dict[str, Any]) -> str:
     return text
 
 
-def variant_table(summary: dict[str, Any]) -> Table:
+def variant_table(summary: Mapping[str, Any]) -> Table:
     level = f"{summary.get('confidence', 0.95):.0%}"
     table = Table(title=f"{summary.get('eval', '')}: pass rates (equal weight per case, {level} interval)")
     for col in ("variant", "pass rate", "pass@k", "pass^k", "cases ✓/✗/…", "infra", "vs baseline"):

@@ -17,8 +17,10 @@ import math
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final
 
+from mst.runs.frozen import JsonView
 from mst.statistics import (
     CONFIDENCE,
     MIN_CASES,
@@ -106,6 +108,77 @@ class Columns:
         self.add_case(str(row["id"]), values)
 
 
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricComparison(JsonView):
+    """One metric of a candidate against the baseline, over the paired cases: both sides' means
+    (equal weight per case), their difference (candidate − baseline) with its interval, two-sided
+    p-value and standard error, the cases it rests on, the decision with its reason, and the
+    minimum detectable effect. Reads as its JSON object too (``row["p"]``)."""
+
+    direction: str
+    bounds: Bounds
+    candidate: float | None
+    baseline: float | None
+    difference: float | None
+    low: float | None
+    high: float | None
+    p: float | None
+    se: float | None
+    cases: int
+    decision: str
+    reason: str | None
+    mde: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"direction": self.direction, "range": list(self.bounds), "candidate": self.candidate,
+                "baseline": self.baseline, "difference": self.difference, "low": self.low, "high": self.high,
+                "p": self.p, "se": self.se, "cases": self.cases, "decision": self.decision, "reason": self.reason,
+                "mde": self.mde}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MetricComparison:
+        low, high = data.get("range") or (None, None)
+        return cls(str(data["direction"]), (_float(low), _float(high)), _float(data["candidate"]),
+                   _float(data["baseline"]), _float(data["difference"]), _float(data["low"]),
+                   _float(data["high"]), _float(data["p"]), _float(data["se"]), int(data["cases"]),
+                   str(data["decision"]), data.get("reason"), _float(data.get("mde")))
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison(JsonView):
+    """summary.json's ``variants[].comparison``: a candidate against the baseline, paired by case,
+    per metric (``passRate``, ``grader:<id>``, ``judge:<id>``), with how many cases it rests on and
+    how many it left out (incomplete in either variant; the baseline's lacking)."""
+
+    confidence: float
+    min_cases: int
+    power: float
+    cases: int
+    excluded_incomplete: int
+    excluded_unpaired: int
+    metrics: Mapping[str, MetricComparison]
+    weighting: str = "case"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"weighting": self.weighting, "confidence": self.confidence, "minCases": self.min_cases,
+                "power": self.power, "cases": self.cases,
+                "excluded": {"incomplete": self.excluded_incomplete, "unpaired": self.excluded_unpaired},
+                "metrics": {ref: row.to_json() for ref, row in self.metrics.items()}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Comparison:
+        excluded = data.get("excluded") or {}
+        metrics = MappingProxyType({str(ref): MetricComparison.from_json(row)
+                                    for ref, row in (data.get("metrics") or {}).items()})
+        return cls(float(data["confidence"]), int(data["minCases"]), float(data["power"]), int(data["cases"]),
+                   int(excluded.get("incomplete", 0)), int(excluded.get("unpaired", 0)), metrics,
+                   str(data.get("weighting", "case")))
+
+
 def metric_mean(columns: Columns, metric: Metric, confidence: float = CONFIDENCE) -> dict[str, Any]:
     """The mean of a metric over the variant's complete cases, equal weight per case."""
     return {**mean_of_cases(columns.means(metric.ref), confidence, metric.bounds), "weighting": "case"}
@@ -132,16 +205,17 @@ def _pairs(candidate: Columns, baseline: Columns) -> tuple[list[tuple[int, int]]
 
 
 def compare(candidate: Columns, baseline: Columns, metrics: Sequence[Metric], *,
-            confidence: float = CONFIDENCE, min_cases: int = MIN_CASES, power: float = POWER) -> dict[str, Any]:
+            confidence: float = CONFIDENCE, min_cases: int = MIN_CASES, power: float = POWER) -> Comparison:
     """Every metric of ``candidate`` against ``baseline``, paired by case.
 
     Per metric: both sides' means over the paired cases (equal weight per case), their
     difference (candidate − baseline) with interval and two-sided p-value, the cases it rests
     on, the decision (:func:`mst.statistics.decide`) and the minimum detectable effect at
-    ``power`` for this many cases and the observed spread.
+    ``power`` for this many cases and the observed spread. A grader or judge metric with no
+    paired value is left out; the pass rate is always there.
     """
     pairs, incomplete, unpaired = _pairs(candidate, baseline)
-    rows: dict[str, Any] = {}
+    rows: dict[str, MetricComparison] = {}
     for metric in metrics:
         values = [(a, b) for i, j in pairs if (a := candidate.value(metric.ref, i)) is not None
                   and (b := baseline.value(metric.ref, j)) is not None]
@@ -149,11 +223,8 @@ def compare(candidate: Columns, baseline: Columns, metrics: Sequence[Metric], *,
             continue
         diff = difference_of_pairs(values, confidence, metric.bounds)
         decision, reason = decide(diff, metric.direction, min_cases=min_cases, alpha=1.0 - confidence)
-        rows[metric.ref] = {
-            "direction": metric.direction, "range": list(metric.bounds), "candidate": diff["a"], "baseline": diff["b"],
-            "difference": diff["mean"], "low": diff["low"], "high": diff["high"], "p": diff["p"],
-            "se": diff["se"], "cases": diff["cases"], "decision": decision, "reason": reason,
-            "mde": minimum_detectable_effect(diff["sd"], diff["cases"], confidence, power),
-        }
-    return {"weighting": "case", "confidence": confidence, "minCases": min_cases, "power": power,
-            "cases": len(pairs), "excluded": {"incomplete": incomplete, "unpaired": unpaired}, "metrics": rows}
+        rows[metric.ref] = MetricComparison(
+            metric.direction, metric.bounds, diff["a"], diff["b"], diff["mean"], diff["low"], diff["high"],
+            diff["p"], diff["se"], diff["cases"], decision, reason,
+            minimum_detectable_effect(diff["sd"], diff["cases"], confidence, power))
+    return Comparison(confidence, min_cases, power, len(pairs), incomplete, unpaired, MappingProxyType(rows))

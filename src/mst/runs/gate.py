@@ -11,19 +11,16 @@ without enough cases and a non-zero spread. See docs/statistics.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-from mst.config.errors import Problem, UserError
-from mst.runs.compare import PASS_RATE, PASS_RATE_METRIC, Columns, Metric, compare
+from mst.errors import Problem, UserError
+from mst.runs.compare import PASS_RATE, PASS_RATE_METRIC, Columns, Comparison, Metric, MetricComparison, compare
 from mst.runs.record_files import read_record_file
 from mst.statistics import CONFIDENCE, MIN_CASES, NO_BOUNDS, decide, holm
-
-REGRESSION_EXIT: Final = 4
-"""The exit status of a gate that found a regression (the README's exit-code table)."""
-_DIRECTIONS: Final = ("higher", "lower")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,16 +39,31 @@ class StoredRun:
             return str(marked[0])
         return str(variants[0]["id"]) if len(variants) == 1 else None
 
+    def comparisons(self) -> dict[str, Comparison]:
+        """Each candidate's recorded comparison with the baseline (summary.json's ``comparison``)."""
+        return {str(v["id"]): Comparison.from_json(v["comparison"])
+                for v in self.head.get("variants") or [] if v.get("comparison")}
+
     def metric(self, ref: str, direction: str | None) -> Metric:
         """The metric ``ref`` with the direction and range the run's comparisons recorded."""
         if ref == PASS_RATE:
             return PASS_RATE_METRIC
-        for v in self.head.get("variants") or []:
-            row = ((v.get("comparison") or {}).get("metrics") or {}).get(ref)
-            if row:
-                low, high = row.get("range") or (None, None)
-                return Metric(ref, direction or row["direction"], (low, high))
+        for comparison in self.comparisons().values():
+            row = comparison.metrics.get(ref)
+            if row is not None:
+                return Metric(ref, direction or row.direction, row.bounds)
         return Metric(ref, direction or "higher", NO_BOUNDS)
+
+    def spreads(self, ref: str) -> dict[str, tuple[float, int]]:
+        """Per candidate, the standard deviation of its per-case differences from the baseline on
+        ``ref`` and the cases it rests on: what ``mst plan --from`` plans with. Candidates whose
+        comparison has no spread are left out."""
+        out: dict[str, tuple[float, int]] = {}
+        for variant, comparison in self.comparisons().items():
+            row = comparison.metrics.get(ref)
+            if row is not None and row.se:
+                out[variant] = (row.se * math.sqrt(row.cases), row.cases)
+        return out
 
 
 def read_run(root: Path) -> StoredRun:
@@ -81,7 +93,7 @@ class Check:
     variant: str
     baseline: str
     metric: str
-    row: Mapping[str, Any]  # the comparison's figures for this metric (see mst.runs.compare)
+    row: MetricComparison  # the comparison's figures for this metric
     adjusted_p: float | None
     decision: str
     reason: str | None
@@ -113,18 +125,18 @@ def gate(run: StoredRun, *, against: StoredRun | None = None, metrics: Sequence[
                                 "no baseline variant to compare with: mark one `baseline: true`, or use --against RUN"))
     candidates = list(run.columns) if against is not None else [v for v in run.columns if v != baseline]
     wanted = [PASS_RATE_METRIC] + [run.metric(ref, d) for ref, d in metrics if ref != PASS_RATE]
-    rows: list[tuple[str, str, dict[str, Any]]] = []
+    rows: list[tuple[str, str, MetricComparison]] = []
     for variant in candidates:
         result = compare(run.columns[variant], base_run.columns[baseline], wanted, confidence=confidence,
                          min_cases=min_cases)
         for metric in wanted:
-            if metric.ref not in result["metrics"]:
+            if metric.ref not in result.metrics:
                 raise UserError(Problem("--metric", f"{metric.ref} has no values in {variant} and {baseline}"))
-            rows.append((variant, metric.ref, result["metrics"][metric.ref]))
-    adjusted = holm([row["p"] for _, _, row in rows])
+            rows.append((variant, metric.ref, result.metrics[metric.ref]))
+    adjusted = holm([row.p for _, _, row in rows])
     checks = []
     for (variant, ref, row), p in zip(rows, adjusted, strict=True):
-        diff = {"cases": row["cases"], "se": row["se"], "p": row["p"], "mean": row["difference"]}
-        decision, reason = decide(diff, row["direction"], min_cases=min_cases, alpha=1.0 - confidence, p=p)
+        diff = {"cases": row.cases, "se": row.se, "p": row.p, "mean": row.difference}
+        decision, reason = decide(diff, row.direction, min_cases=min_cases, alpha=1.0 - confidence, p=p)
         checks.append(Check(variant, baseline, ref, row, p, decision, reason))
     return GateResult(str(run.head.get("run")), str(against.head.get("run")) if against else None, confidence, checks)

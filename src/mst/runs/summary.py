@@ -8,21 +8,126 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from mst import endings
 from mst.config.resolved import ResolvedEval
-from mst.runs.compare import PASS_RATE, PASS_RATE_METRIC, Columns, Metric, compare, metric_mean
+from mst.runs.compare import PASS_RATE, PASS_RATE_METRIC, Columns, Comparison, Metric, compare, metric_mean
+from mst.runs.frozen import JsonView, freeze
 from mst.runs.layout import COMPARISONS_SCHEMA, RESULTS_SCHEMA, SUMMARY_SCHEMA
 from mst.runs.record_files import write_record_file
 from mst.runs.run import Run
-from mst.runs.stats import CasePassRule, CaseTrials, case_row, case_status, flip_rate, preference_counts, variant_stats
 from mst.statistics import CONFIDENCE, NO_BOUNDS, case_sum
+from mst.statistics.rates import (
+    CasePassRule,
+    CaseTrials,
+    case_row,
+    case_status,
+    flip_rate,
+    preference_counts,
+    variant_stats,
+)
 
 
-def finalize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Totals:
+    attempts: int
+    trials: int
+    infrastructure_failures: int
+    cases: int
+    incomplete_cases: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"attempts": self.attempts, "trials": self.trials,
+                "infrastructureFailures": self.infrastructure_failures, "cases": self.cases,
+                "incompleteCases": self.incomplete_cases}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Totals:
+        return cls(int(data["attempts"]), int(data["trials"]), int(data["infrastructureFailures"]),
+                   int(data["cases"]), int(data["incompleteCases"]))
+
+
+@dataclass(frozen=True, slots=True)
+class VariantSummary(JsonView):
+    """One variant's figures; ``figures`` holds the statistics (pass rates with their intervals,
+    pass@k, trials, infrastructure failures, usage, graders, pairwise) as read-only JSON;
+    ``comparison`` the candidate against the baseline, paired by case (None, and no key in the
+    file, for the baseline and in a run without one; docs/statistics.md)."""
+
+    id: str
+    baseline: bool
+    client: str
+    model: str | None
+    figures: Mapping[str, Any]
+    comparison: Comparison | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"id": self.id, "baseline": self.baseline, "client": self.client, "model": self.model,
+               **_thaw(self.figures)}
+        if self.comparison is not None:
+            out["comparison"] = self.comparison.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> VariantSummary:
+        figures = {k: v for k, v in data.items() if k not in ("id", "baseline", "client", "model", "comparison")}
+        comparison = Comparison.from_json(data["comparison"]) if data.get("comparison") else None
+        return cls(str(data["id"]), bool(data.get("baseline")), str(data.get("client", "")), data.get("model"),
+                   freeze(figures), comparison)
+
+
+@dataclass(frozen=True, slots=True)
+class Summary(JsonView):
+    """summary.json without its per-case rows (those are written one at a time, never held)."""
+
+    run: str
+    eval: str
+    regrade_of: str | None
+    phases: Mapping[str, str]
+    case_pass: Any
+    totals: Totals
+    variants: tuple[VariantSummary, ...]
+    confidence: float | None = None  # the level of every interval and test in it (None: not recorded, 0.95)
+    schema: str = SUMMARY_SCHEMA
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"schema": self.schema, "run": self.run, "eval": self.eval, "regradeOf": self.regrade_of,
+               "phases": dict(self.phases), "casePass": _thaw(self.case_pass)}
+        if self.confidence is not None:
+            out["confidence"] = self.confidence
+        return {**out, "totals": self.totals.to_json(), "variants": [v.to_json() for v in self.variants]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Summary:
+        return cls(str(data["run"]), str(data["eval"]), data.get("regradeOf"), freeze(dict(data["phases"])),
+                   freeze(data.get("casePass")), Totals.from_json(data["totals"]),
+                   tuple(VariantSummary.from_json(v) for v in data["variants"]),
+                   _optional_float(data.get("confidence")), str(data.get("schema", SUMMARY_SCHEMA)))
+
+    @property
+    def complete(self) -> bool:
+        """No case is incomplete (short of a trial, or with an ungraded one)."""
+        return self.totals.incomplete_cases == 0
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _thaw(value: Any) -> Any:
+    """Frozen JSON (see :func:`mst.runs.frozen.freeze`) as plain JSON again, for writing."""
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def finalize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE) -> Summary:
     # The records as stored, one per line: never the whole list in memory, never encoded again.
     write_record_file(run.paths.results, {"schema": RESULTS_SCHEMA, "run": run.id}, "trials",
                       run.trial_grades.raw_in_key_order())
@@ -31,7 +136,7 @@ def finalize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE) -
     write_record_file(run.paths.comparisons, comparisons_head, "comparisons", run.comparisons.raw_in_key_order())
     summary, rows = summarize(run, resolved, confidence)
     write_record_file(run.paths.summary, summary, "cases", (orjson.dumps(row) for row in rows))
-    return summary
+    return Summary.from_json(summary)  # decoded once, here
 
 
 def summarize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE
@@ -51,14 +156,15 @@ def summarize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE
                          "pairwise": _pairwise(run, variant.id, resolved, columns, confidence)})
     base = resolved.baseline
     for v in variants:
-        v["comparison"] = None if base is None or v["id"] == base.id else compare(
-            columns[v["id"]], columns[base.id], metrics_of(columns[v["id"]], resolved), confidence=confidence)
+        if base is not None and v["id"] != base.id:
+            v["comparison"] = compare(columns[v["id"]], columns[base.id], metrics_of(columns[v["id"]], resolved),
+                                      confidence=confidence).to_json()
     summary = {
         "schema": SUMMARY_SCHEMA,
         "run": run.id,
         "eval": resolved.config.name,
-        "regradeOf": run.meta.get("regradeOf"),
-        "phases": run.meta["phases"],
+        "regradeOf": run.meta.regrade_of,
+        "phases": run.meta.to_json()["phases"],
         "casePass": rule_json,
         "confidence": confidence,
         "totals": {
@@ -122,20 +228,20 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
                 continue
             outcomes[ending.outcome] += 1
             grade = run.trial_grades.get(key)
-            passed = grade.get("passed") if grade and grade.get("status") == "graded" else None
+            passed = grade.passed if grade is not None else None
             ungraded += passed is None
             passes.append(passed)
             record = run.attempts[key]
-            for name, value in (record.get("usage") or {}).items():
+            for name, value in record.usage.items():
                 if isinstance(value, int | float):
                     usage[name] += value
-            if isinstance(record.get("durationMs"), int | float):
-                durations.append(float(record["durationMs"]))
-            for g in (grade or {}).get("graders", []):
-                case_values["grader:" + g["id"]].append(g["value"] if g["status"] in ("pass", "fail") else None)
-            for verdict in (grade or {}).get("verdicts", []):
-                if isinstance(verdict.get("score"), int | float):
-                    case_values["judge:" + verdict["judge"]].append(verdict["score"])
+            if isinstance(record.duration_ms, int | float):
+                durations.append(float(record.duration_ms))
+            for g in (grade.graders or ()) if grade is not None else ():
+                case_values["grader:" + g.id].append(g.value if g.measured else None)
+            for verdict in grade.verdicts if grade is not None else ():
+                if verdict.score is not None:
+                    case_values["judge:" + verdict.judge].append(verdict.score)
         cases[case.id] = trials = CaseTrials(case.trials, tuple(passes))
         rate = _complete_rate(trials, rule)
         columns.add_case(case.id, {PASS_RATE: rate,
@@ -186,12 +292,13 @@ def _pairwise(run: Run, variant: str, resolved: ResolvedEval, columns: Mapping[s
     orders: list[tuple[str, str]] = []
     left_out = 0
     for i, case in enumerate(resolved.cases):
-        if (variant, case.id) not in run.comparisons:
+        record = run.comparisons.get((variant, case.id))
+        if record is None:
             continue
         if not (mine.complete(i) and base.complete(i)):
             left_out += 1
             continue
-        record = run.comparisons[(variant, case.id)]
-        prefs.append(record.get("preference"))
-        orders.extend((p["ab"], p["ba"]) for p in record.get("pairs", ()) if "ab" in p and "ba" in p)
+        prefs.append(record.preference)
+        orders.extend((pair.ab, pair.ba) for pair in record.pairs)
     return {**preference_counts(prefs, confidence), "excludedIncomplete": left_out, "flips": flip_rate(orders)}
+

@@ -7,14 +7,16 @@ of trials per case. Every interval here treats the *case* as the unit of samplin
 **Trial pass rate** (``pass_rate``): the mean over complete cases of each case's fraction of
 passing trials, every case weighing the same (so it equals pass@1, and a paired difference of
 pass rates is the difference of these means). Its interval is a Wilson score interval on the
-effective sample size from the design effect (:func:`mst.statistics.proportion_of_cases`): it
+effective sample size from the design effect (:func:`mst.statistics.intervals.proportion_of_cases`): it
 holds its coverage near 0% and 100%, where p ± t·SE does not. With one case there is no
 interval (``method: single-case``). See docs/statistics.md.
 
 **Incomplete cases** (short of a trial, or with an ungraded trial) are neither passed nor
-failed and are left out of every rate and mean (docs/statistics.md).
+failed and are left out of every rate and mean (docs/endings.md, "Incomplete cases";
+docs/statistics.md).
 
-The t distribution and the clustered and paired estimators live in :mod:`mst.statistics`.
+The t distribution and the case means live in :mod:`mst.statistics.intervals`, the paired
+estimators and the sign test in :mod:`mst.statistics.paired`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, Literal, Protocol
 
-from mst.statistics import CONFIDENCE, proportion_of_cases, sign_test, wilson_interval
+from mst.statistics.intervals import CONFIDENCE, proportion_of_cases, wilson_interval
+from mst.statistics.paired import sign_test
 
 CaseStatus = Literal["passed", "failed", "incomplete"]
 
@@ -94,7 +97,7 @@ def pass_rate(counts: Iterable[tuple[int, int]], confidence: float = CONFIDENCE)
 
     Returns ``{estimate, low, high, method, effectiveN, weighting, cases, trials}``; the
     figures are ``None`` without a case. ``method`` is ``wilson-effective``, ``wilson-cases`` or
-    ``single-case`` (see :func:`mst.statistics.proportion_of_cases`).
+    ``single-case`` (see :func:`mst.statistics.intervals.proportion_of_cases`).
     """
     pairs = [(c, n) for c, n in counts if n > 0]
     rate = proportion_of_cases([c / n for c, n in pairs], sum(n for _, n in pairs), confidence)
@@ -200,7 +203,7 @@ def preference_counts(preferences: Iterable[str | None], confidence: float = CON
     ``p`` is a two-sided exact sign test of wins against losses (ties left out), so a report
     can say whether the candidate's edge over the baseline is more than chance. ``winRate`` is
     the share of compared cases the candidate won, a tie counting half, with an interval on the
-    cases (:func:`mst.statistics.proportion_of_cases`, each case one unit).
+    cases (:func:`mst.statistics.intervals.proportion_of_cases`, each case one unit).
     """
     given = list(preferences)
     scores = [_SCORE[p] for p in given if p in _SCORE]

@@ -1,11 +1,11 @@
 """``mst gate`` and ``mst plan``: parse, call the library, print (docs/statistics.md).
 
-User errors are turned into exit status 2 by the wrapper :mod:`mst.cli` puts around them.
+User errors end as every command's do (:func:`mst.cli.handling.handle_errors`); a regression
+exits :data:`mst.errors.EXIT_REGRESSION`.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from collections.abc import Sequence
@@ -14,8 +14,9 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from mst._cli_options import F, confidence_option
-from mst.config.errors import Problem, UserError
+from mst.cli.handling import F, handle_errors
+from mst.cli.options import confidence_option
+from mst.errors import EXIT_OK, EXIT_REGRESSION, Problem, UserError
 from mst.statistics import MIN_CASES, POWER, cases_needed, minimum_detectable_effect
 
 
@@ -63,14 +64,13 @@ def gate_options(fn: F) -> F:
 @click.argument("run_dir", metavar="RUN", type=click.Path(path_type=Path))
 @gate_options
 @confidence_option
+@handle_errors
 def gate_command(run_dir: Path, against: Path | None, metrics: tuple[str, ...], min_cases: int,
                  summary_md: Path | None, confidence: float) -> None:
     """Exit 4 when a candidate is significantly worse than the baseline (Holm-adjusted)."""
-    from mst.runs.gate import REGRESSION_EXIT
-
     failed = run_gate(run_dir, against=against, metrics=metrics, confidence=confidence,
                       min_cases=min_cases, summary_md=summary_md)
-    sys.exit(REGRESSION_EXIT if failed else 0)
+    sys.exit(EXIT_REGRESSION if failed else EXIT_OK)
 
 
 @click.command("plan")
@@ -83,6 +83,7 @@ def gate_command(run_dir: Path, against: Path | None, metrics: tuple[str, ...], 
 @click.option("--power", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=POWER,
               show_default=True)
 @confidence_option
+@handle_errors
 def plan_command(difference: float, sd: float | None, from_run: Path | None, metric: str, power: float,
                  confidence: float) -> None:
     """How many cases a paired comparison needs to detect DIFFERENCE at the given power."""
@@ -106,12 +107,7 @@ def _spreads(sd: float | None, from_run: Path | None, metric: str) -> dict[str, 
     from mst.runs.layout import resolve_run_dir
 
     assert from_run is not None
-    run = read_run(resolve_run_dir(from_run))
-    out: dict[str, tuple[float, int | None]] = {}
-    for v in run.head.get("variants") or []:
-        row = ((v.get("comparison") or {}).get("metrics") or {}).get(metric)
-        if row and row.get("se"):
-            out[f"{v['id']} vs baseline"] = (row["se"] * math.sqrt(row["cases"]), int(row["cases"]))
-    if not out:
+    spreads = read_run(resolve_run_dir(from_run)).spreads(metric)
+    if not spreads:
         raise UserError(Problem(str(from_run), f"no paired comparison of {metric} with a spread to plan from"))
-    return out
+    return {f"{variant} vs baseline": (spread, cases) for variant, (spread, cases) in spreads.items()}

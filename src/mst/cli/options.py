@@ -1,15 +1,11 @@
-"""Options shared by several commands, so each is declared once (the CLI package's small leaf)."""
+"""Options shared by several commands, so each is declared once."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
-
 import click
 
+from mst.cli.handling import F
 from mst.statistics import CONFIDENCE
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def confidence_option(fn: F) -> F:
