@@ -22,7 +22,8 @@ SECRETS = {"STORE_KEY": CANARY, "OPENAI_API_KEY": "sk-fake-openai"}
 
 
 @pytest.fixture(autouse=True)
-def on_path() -> Iterator[None]:
+def on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))  # where the fake writes its session file
     with fake_clis_on_path():
         yield
 
@@ -46,8 +47,11 @@ async def test_events_become_canonical_and_secrets_stay_out_of_argv(
     assert [d["toolCallId"] for d in done] == ["item_1", "item_2", "item_3"]
     assert [d["success"] for d in done] == [True, False, True]
     assert json.loads(done[0]["output"])["total"] == 42 and done[1]["error"] == "quantity must be at least 1"
-    [request] = of_type(events, "model.request")
-    assert (request["inputTokens"], request["outputTokens"], request["cachedInputTokens"]) == (24763, 122, 24448)
+    # One model.request per model response (from Codex's session file), not one per turn.
+    requests = of_type(events, "model.request")
+    assert [(r["inputTokens"], r["outputTokens"], r["cachedInputTokens"]) for r in requests] == [
+        (12000, 60, 11900), (12763, 62, 12548)]
+    assert outcome.usage == {"inputTokens": 24763, "outputTokens": 122, "totalTokens": 24885}
     assert of_type(events, "assistant.message") == [{"content": "42 claw hammers are in stock."}]
     seen = json.loads(record.read_text())
     argv = seen["argv"]
@@ -59,6 +63,8 @@ async def test_events_become_canonical_and_secrets_stay_out_of_argv(
     assert store["env"] == '{"MODE" = "test"}' and store["tool_timeout_sec"] == "30.0"
     assert remote["http_headers"] == '{"X-Team" = "qa"}'
     assert remote["env_http_headers"] == '{"Authorization" = "MST_MCP_HEADER_1_0"}'
+    for server in (store, remote):  # waited for before the first request, and callable under `never`
+        assert (server["required"], server["default_tools_approval_mode"]) == ("true", '"approve"')
     assert seen["prompt"] == "How many claw hammers are in stock?"
 
 
