@@ -65,6 +65,8 @@ refused / reset, timed out
 turn failed: anything else                     trial ``client-error``
 ``required MCP servers failed to initialize``  ``setup``, not retryable, with Codex's reason
                                                and the server's own stderr
+``Error loading config``, unknown model        ``setup``, not retryable
+provider (exit before any event)
 ``codex`` not found / not executable           ``client-app``, not retryable
 killed by a signal, exit without a turn        ``client-app``, retryable
 result, a stdout line that is not JSON
@@ -113,6 +115,7 @@ _NO_NETWORK: Final = re.compile(r"waiting for network", re.IGNORECASE)
 _MCP_REQUIRED: Final = re.compile(r"required MCP servers failed to initialize: (.+?)(?: \(code -?\d+\))?$",
                                   re.MULTILINE)
 _MCP_STDERR: Final = re.compile(r"MCP server stderr \(([^)]*)\): (.*)$", re.MULTILINE)
+_CONFIG_ERROR: Final = re.compile(r"^(Error loading config.*|Error: Model provider .* not found)$", re.MULTILINE)
 # Codex's log filter when the user has set none: its default (errors) plus the lines it logs for
 # each line an MCP server writes to stderr, so a server that cannot start can say why.
 _RUST_LOG: Final = "error,codex_rmcp_client::stdio_server_launcher=info"
@@ -250,6 +253,15 @@ def mcp_start_failure(stderr: str) -> Infrastructure | None:
     if said:
         why += "; the server's stderr: " + " | ".join(said[-5:])
     return Infrastructure("setup", why if len(why) <= _REASON_CHARS else why[:_REASON_CHARS] + "…", False)
+
+
+def config_failure(stderr: str) -> Infrastructure | None:
+    """The ending of a run Codex refused to start for its configuration (a bad ``-c`` value in
+    ``extraArgs``, a ``model_provider`` its config does not define): the eval must change."""
+    m = _CONFIG_ERROR.search(stderr)
+    if m is None:
+        return None
+    return Infrastructure("setup", f"Codex refused its configuration: {stderr_reason(stderr[m.start():])}", False)
 
 
 def stderr_reason(stderr: str) -> str:
@@ -414,9 +426,9 @@ class CodexStream:
             return COMPLETED, self.answer or ""
         if self.failure is not None:
             return self._classify(self.failure), None
-        mcp = mcp_start_failure(run.stderr)
-        if mcp is not None:
-            return mcp, None
+        refused = mcp_start_failure(run.stderr) or config_failure(run.stderr)
+        if refused is not None:
+            return refused, None
         if self.errors and run.returncode not in (0, None):
             return self._classify(self.errors[-1]), None
         reason = stderr_reason(run.stderr)
