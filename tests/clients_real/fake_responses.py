@@ -59,6 +59,11 @@ def responses_turn(items: list[Any]) -> int:
     return turns
 
 
+def sse_event(event: dict[str, Any]) -> bytes:
+    """One Responses API server-sent event, for a ``raw`` step (``event:`` line named by its type)."""
+    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+
+
 def namespaces(body: dict[str, Any]) -> set[str]:
     """The tool namespaces a request offers (Codex: one ``mcp__<server>`` per connected MCP server)."""
     return {str(t.get("name")) for t in body.get("tools") or [] if isinstance(t, dict) and t.get("type") == "namespace"}
@@ -217,6 +222,6 @@ def _handler(fake: FakeResponses) -> type[BaseHTTPRequestHandler]:
                      "total_tokens": prompt + output_tokens(turn)}
             events.append({"type": "response.completed",
                            "response": {"id": rid, "status": "completed", "output": output, "usage": usage}})
-            self._stream([f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events])
+            self._stream([sse_event(e) for e in events])
 
     return Handler

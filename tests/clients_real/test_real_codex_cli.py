@@ -8,14 +8,19 @@ quickstart server, the tiny stdio server, and the MCP project's ``server-everyth
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_provider import text, tool
-from fake_responses import FakeResponses, output_tokens, serve_responses, write_codex_home
-from real_helpers import CANARY, REPO, SERVER, of_type, run, variant
+from fake_provider import context_length, drop, raw_sse, slow, status, text, tool
+from fake_responses import FakeResponses, dead_url, output_tokens, serve_responses, sse_event, write_codex_home
+from real_helpers import CANARY, REPO, SERVER, TINY_SERVER, of_type, run, variant
+from tests.helpers import load, only_run, write_eval
 from tests.realtools import tool as real_tool
 
 from mst.clients.codex import CodexClient
@@ -92,3 +97,106 @@ async def test_server_everything_over_stdio(tmp_path: Path, fake: FakeResponses)
     assert (echo["toolName"], echo["success"]) == ("echo", True) and "hello from codex" in echo["output"]
     # Codex offers `get-sum` to the model as `get_sum`; the transcript keeps the server's own name.
     assert (bad["toolName"], bad["success"]) == ("get-sum", False) and "Input validation error" in bad["error"]
+
+
+# -- every ending of the codex client's table, through the real `mst run` ------------------------
+
+TINY = {"command": "python", "args": [str(TINY_SERVER)]}
+SETUP = {"kind": "infrastructure", "what": "setup", "retryable": False}
+NETWORK = {"kind": "infrastructure", "what": "network", "retryable": True}
+PROVIDER = {"kind": "infrastructure", "what": "provider-api", "retryable": True}
+CLIENT_APP = {"kind": "infrastructure", "what": "client-app", "retryable": True}
+_REFUSED = [raw_sse([sse_event({"type": "response.created", "response": {"id": "r"}}),
+                     sse_event({"type": "response.failed", "response": {"id": "r", "error": {
+                         "code": "invalid_prompt", "message": "Invalid prompt: flagged as unsafe"}}})])]
+
+# variant id -> (fake script, MCP servers, settings, the stored ending it must have)
+ENDINGS: dict[str, tuple[list[Any], dict[str, Any], dict[str, Any], dict[str, Any]]] = {
+    "ok": ([tool("mcp__store__check_stock", {"sku": "HAM-001"}), text("42 claw hammers are in stock.")],
+           {"store": {"command": "python", "args": [str(SERVER)]}}, {}, {"kind": "trial", "outcome": "completed"}),
+    "http-500": ([status(500, "The server had an error")], {}, {}, PROVIDER),
+    "http-429": ([status(429, "Rate limit reached")], {}, {}, PROVIDER),
+    "http-401": ([status(401, "Incorrect API key provided")], {}, {}, SETUP),
+    "http-400": ([status(400, "Invalid 'input[0]': unsupported")], {}, {}, SETUP),
+    "refused-prompt": (_REFUSED, {}, {}, {"kind": "trial", "outcome": "client-error"}),
+    "dropped": ([drop()], {}, {}, NETWORK),
+    "unreachable": ([text("never")], {}, {"extraArgs": ["-c", 'model_provider="dead"']}, NETWORK),
+    "context-first": ([context_length()], {}, {}, SETUP),
+    "context-mid": ([tool("mcp__tiny__echo", {"text": "x"}), context_length()], {"tiny": TINY}, {},
+                    {"kind": "trial", "outcome": "context-limit"}),
+    # The model calls a tool Codex does not have: Codex drops the call (no item in the stream), but
+    # a model response was made, so the overflow after it is mid-trial.
+    "context-after-dropped-call": ([tool("mcp__nosuch__lookup", {}), context_length()], {}, {},
+                                   {"kind": "trial", "outcome": "context-limit"}),
+    "server-fails": ([text("never")], {"store": {"command": "python", "args": ["-c", (
+        "import sys; sys.stderr.write('boom: the store database is locked\\n'); sys.exit(3)")]}}, {}, SETUP),
+    "server-never-ready": ([text("never")], {"store": {"command": "python", "args": ["-c", "import time; "
+                                                                                         "time.sleep(60)"]}},
+                           {"startupTimeoutSeconds": 1}, SETUP),
+    "turn-limit": ([tool("mcp__tiny__echo", {"text": "a"}), tool("mcp__tiny__echo", {"text": "b"}), text("x")],
+                   {"tiny": TINY}, {"maxToolCalls": 1}, {"kind": "trial", "outcome": "turn-limit"}),
+    "time-limit": ([slow(30, text("late"))], {}, {"timeLimitSeconds": 2}, {"kind": "trial", "outcome": "time-limit"}),
+    "crash": ([tool("mcp__tiny__echo", {"text": "x"})], {"tiny": {**TINY, "env": {"TINY_MCP_KILL_PARENT": "1"}}},
+              {}, CLIENT_APP),
+    "config-refused": ([text("never")], {}, {"extraArgs": ["-c", 'model_provider="nowhere"']}, SETUP),
+    "not-installed": ([text("never")], {}, {"command": ["/nonexistent/codex"]}, {**CLIENT_APP, "retryable": False}),
+}
+
+
+def endings_eval(tmp: Path, home: Path) -> Path:
+    variants = []
+    for vid, (_, servers, settings, _) in ENDINGS.items():
+        variants.append({"id": vid, "client": "codex", "model": vid, "mcpServers": servers, "settings": {
+            "command": [str(real_tool("codex"))], "env": {"CODEX_HOME": str(home)}, "timeLimitSeconds": 45,
+            **settings}})
+    variants[0]["baseline"] = True
+    doc = {"name": "codex-endings", "trials": 1, "concurrency": 4, "deadlineSeconds": 60,
+           "cases": [{"id": "c1", "prompt": "How many claw hammers are in stock?", "expected": "42"}],
+           "variants": variants, "assertions": [{"type": "contains", "value": "42"}]}
+    return write_eval(tmp, doc)
+
+
+@pytest.mark.slow
+def test_every_codex_ending_in_run_json_and_summary_json(tmp_path: Path, fake: FakeResponses) -> None:
+    home = write_codex_home(tmp_path / "codex-home", {"fake": fake.base_url, "dead": dead_url()})
+    for vid, (steps, _, _, _) in ENDINGS.items():
+        fake.script(vid, steps)
+    path = endings_eval(tmp_path, home)
+    (tmp_path / "secrets.env").write_text(f"MST_FAKE_KEY={CANARY}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("CODEX_HOME", "RUST_LOG", "OPENAI_API_KEY")}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "mst", "run", str(path), "--runs-dir", "runs", "--secrets-file", "secrets.env"],
+        cwd=tmp_path, env={**env, "COLUMNS": "160"}, capture_output=True, text=True, timeout=240)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 3, done.stdout + done.stderr  # incomplete cases: the infrastructure failures
+    run_dir = only_run(tmp_path / "runs")
+    attempts = {a["variant"]: a for a in load(run_dir / "run.json")["attempts"]}
+    summary = {v["id"]: v for v in load(run_dir / "summary.json")["variants"]}
+    seen = {vid: {k: attempts[vid]["ending"].get(k) for k in expected} for vid, (*_, expected) in ENDINGS.items()}
+    assert seen == {vid: expected for vid, (*_, expected) in ENDINGS.items()}, {
+        vid: attempts[vid]["ending"] for vid in ENDINGS if seen[vid] != ENDINGS[vid][3]}
+    for vid, (_, _, _, expected) in ENDINGS.items():
+        if expected["kind"] == "infrastructure":
+            assert attempts[vid]["infrastructureError"].startswith(expected["what"] + ": "), vid
+            assert summary[vid]["infrastructure"]["byWhat"] == {expected["what"]: 1}, vid
+            assert summary[vid]["cases"]["incomplete"] == 1, vid
+            assert bool(summary[vid]["needsFix"]) is (not expected["retryable"]), vid
+        else:
+            assert attempts[vid]["infrastructureError"] is None, vid
+            assert summary[vid]["trials"]["outcomes"] == {expected["outcome"]: 1}, vid
+    assert summary["ok"]["cases"]["passed"] == 1
+    # The reasons say what happened, in Codex's and the server's own words.
+    assert "high demand" in attempts["http-500"]["ending"]["why"]
+    assert "boom: the store database is locked" in attempts["server-fails"]["ending"]["why"]
+    assert "'store' did not start" in attempts["server-never-ready"]["ending"]["why"]
+    assert "killed by SIGKILL" in attempts["crash"]["ending"]["why"]
+    # An unreachable provider is seen in seconds, not after the 45 s time limit.
+    assert attempts["unreachable"]["durationMs"] < 20_000, attempts["unreachable"]
+    assert elapsed < 120, elapsed
+    # The key reached the provider and nothing else.
+    assert any(CANARY in r.headers.get("authorization", "") for r in fake.responses())
+    assert CANARY not in done.stdout + done.stderr
+    for file in run_dir.rglob("*"):
+        if file.is_file():
+            assert CANARY.encode() not in file.read_bytes(), file

@@ -6,7 +6,8 @@ Codex also writes the session to ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time
 (one JSON object per line; ``codex-rs/protocol/src/protocol.rs`` in openai/codex), where each
 completed model response leaves an ``event_msg`` line of ``type: token_count`` with
 ``info.last_token_usage`` (that response's tokens) and ``info.total_token_usage`` (the running
-sum). Those lines are the per-request record mst keeps (``model.request``) and the count of model
+sum); on a context overflow Codex writes one more, with no input or output tokens and the window's
+size as total, which is not a response and is skipped. Those lines are the per-request record mst keeps (``model.request``) and the count of model
 requests actually made, which decides whether a context overflow came on the first request.
 
 The file is found by the thread id from ``thread.started``, in the date folders of today and
@@ -108,9 +109,12 @@ class Rollout:
         info = payload.get("info") if isinstance(payload, dict) and payload.get("type") == "token_count" else None
         if not isinstance(info, dict) or not isinstance(info.get("last_token_usage"), dict):
             return
+        last = info["last_token_usage"]
+        if not any(isinstance(last.get(k), int) and last[k] > 0 for k in ("input_tokens", "output_tokens")):
+            return  # no tokens moved: Codex marking the window full after a context overflow, not a response
         total = info.get("total_token_usage")
         if total is not None and total == self._last_total:
             return  # the same count again (Codex repeats it with rate-limit updates)
         self._last_total = total
         self.responses += 1
-        self.on_usage(info["last_token_usage"])
+        self.on_usage(last)
