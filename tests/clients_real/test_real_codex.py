@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,29 @@ async def test_each_recorded_session_ends_as_typed(
     else:
         assert isinstance(ending, Infrastructure), ending
         assert (ending.what, ending.retryable) == (expected.what, expected.retryable), ending
+
+
+async def test_sessions_recorded_from_the_real_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``streams/codex/real_*.jsonl``, captured from the pinned CLI by ``capture_codex_streams.py``."""
+    monkeypatch.setenv("FAKE_SCENARIO", "real_ok")
+    outcome, events = await run(codex(), tmp_path, secrets=SECRETS)
+    assert outcome.ending == COMPLETED and outcome.answer == "42 claw hammers are in stock."
+    assert [(r["inputTokens"], r["outputTokens"]) for r in of_type(events, "model.request")] == [(5287, 5), (5384, 6)]
+    monkeypatch.setenv("FAKE_SCENARIO", "real_server_error")  # a 500: Codex says "high demand", no status
+    outcome, _ = await run(codex(), tmp_path, secrets=SECRETS)
+    assert isinstance(outcome.ending, Infrastructure), outcome.ending
+    assert (outcome.ending.what, outcome.ending.retryable) == ("provider-api", True)
+    monkeypatch.setenv("FAKE_SCENARIO", "real_unreachable")  # Codex would wait for the network without end
+    started = time.monotonic()
+    outcome, _ = await asyncio.wait_for(run(codex({"timeLimitSeconds": 30}), tmp_path, secrets=SECRETS), 20)
+    assert isinstance(outcome.ending, Infrastructure), outcome.ending
+    assert (outcome.ending.what, outcome.ending.retryable) == ("network", True)
+    assert time.monotonic() - started < 10
+    monkeypatch.setenv("FAKE_SCENARIO", "real_mcp_failed")
+    outcome, _ = await run(codex(), tmp_path, secrets=SECRETS)
+    assert isinstance(outcome.ending, Infrastructure), outcome.ending
+    assert (outcome.ending.what, outcome.ending.retryable) == ("setup", False)
+    assert "'broken' did not start" in outcome.ending.why and "boom: the store database is locked" in outcome.ending.why
 
 
 async def test_budgets_are_trials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
