@@ -15,7 +15,8 @@ What a step becomes:
   when the request offers that namespace, and as a flat name otherwise (a name Codex has no tool
   for, as a model calling a tool too early would).
 - ``status``: that HTTP status with an OpenAI-style JSON error body; ``context``: a 400 with
-  ``code: context_length_exceeded``; ``drop``, ``slow``, ``raw``: as in :mod:`fake_provider`.
+  ``code: context_length_exceeded``; ``drop``, ``slow``, ``raw``: as in :mod:`fake_provider`, whose
+  handler this one extends (its error bodies and its SSE writing).
 - every response ends with ``response.completed`` carrying its own usage: input tokens grow with
   the request, output tokens are ``5 + turn``, so each response's count can be told apart.
 
@@ -34,10 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from fake_provider import FakeProvider, Recorded, Step, _pieces
+from fake_provider import _handler as provider_handler
 
 _MODEL_ITEMS = {"function_call", "reasoning", "custom_tool_call", "local_shell_call", "web_search_call"}
-_ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_api_key", 403: "permission_denied",
-                404: "not_found", 429: "rate_limit_exceeded"}
 
 
 def output_tokens(turn: int) -> int:
@@ -120,28 +120,13 @@ def write_codex_home(home: Path, providers: dict[str, str], *, retries: int = 1)
 
 
 def _handler(fake: FakeResponses) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def setup(self) -> None:
-            super().setup()
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-        def handle(self) -> None:
-            try:
-                super().handle()
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
+    class Handler(provider_handler(fake)):  # type: ignore[misc]  # its JSON errors and raw SSE writing
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
             fake.record(Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
             if not self.path.rstrip("/").endswith("/responses"):
-                self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found", "code": None}})
+                self._error(404, f"no route {self.path}", False, {})
                 return
             items = body.get("input") if isinstance(body.get("input"), list) else []
             turn = responses_turn(items)
@@ -153,75 +138,46 @@ def _handler(fake: FakeResponses) -> type[BaseHTTPRequestHandler]:
             if step.kind == "drop":
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
-                return
-            if step.kind == "status":
-                self._error(step.status, step.text, None, step.headers)
+            elif step.kind == "status":
+                self._error(step.status, step.text, False, step.headers)
             elif step.kind == "context":
                 self._error(400, "Your input exceeds the context window of this model. Please adjust your input "
-                            "and try again.", "context_length_exceeded", {})
+                            "and try again.", False, {}, "context_length_exceeded")
             elif step.kind == "raw":
-                self._stream(list(step.pieces), cut=step.cut)
+                self._raw(step.pieces, step.cut)
             else:
-                self._respond(step, body, turn, len(json.dumps(items)))
-
-        def _json(self, code: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(code)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            for k, v in (headers or {}).items():
-                self.send_header(k.replace("_", "-"), v)
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _error(self, code: int, message: str, code_name: str | None, headers: dict[str, str]) -> None:
-            self._json(code, {"error": {"message": message, "type": _ERROR_TYPES.get(code, "server_error"),
-                                        "param": None, "code": code_name}}, {"retry-after-ms": "5", **headers})
-
-        def _stream(self, pieces: list[bytes], *, cut: bool = False) -> None:
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("transfer-encoding", "chunked")
-            self.end_headers()
-            for piece in pieces:
-                if piece:
-                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
-                    self.wfile.flush()
-            if cut:
-                self.close_connection = True
-                self.connection.shutdown(socket.SHUT_RDWR)
-                return
-            self.wfile.write(b"0\r\n\r\n")
-
-        def _respond(self, step: Step, body: dict[str, Any], turn: int, input_chars: int) -> None:
-            rid = f"resp_{turn}"
-            events: list[dict[str, Any]] = [{"type": "response.created", "response": {"id": rid}}]
-            output: list[dict[str, Any]] = []
-            if step.text:
-                msg = {"type": "message", "id": f"msg_{turn}", "role": "assistant", "status": "completed",
-                       "content": [{"type": "output_text", "text": step.text, "annotations": []}]}
-                events.append({"type": "response.output_item.added", "output_index": 0,
-                               "item": {**msg, "content": [], "status": "in_progress"}})
-                events += [{"type": "response.output_text.delta", "output_index": 0, "content_index": 0,
-                            "item_id": msg["id"], "delta": piece} for piece in _pieces(step.text)]
-                events.append({"type": "response.output_item.done", "output_index": 0, "item": msg})
-                output.append(msg)
-            if step.kind == "tool":
-                call: dict[str, Any] = {"type": "function_call", "id": f"fc_{turn}", "call_id": f"call_{turn}",
-                                        "name": step.tool, "status": "completed",
-                                        "arguments": step.raw_args if step.raw_args is not None
-                                        else json.dumps(step.args)}
-                space, _, bare = step.tool.rpartition("__")
-                if space in namespaces(body):
-                    call.update(namespace=space, name=bare)
-                events.append({"type": "response.output_item.done", "output_index": len(output), "item": call})
-                output.append(call)
-            prompt = 10 + input_chars // 4
-            usage = {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0},
-                     "output_tokens": output_tokens(turn), "output_tokens_details": {"reasoning_tokens": 0},
-                     "total_tokens": prompt + output_tokens(turn)}
-            events.append({"type": "response.completed",
-                           "response": {"id": rid, "status": "completed", "output": output, "usage": usage}})
-            self._stream([sse_event(e) for e in events])
+                self._raw(_events(step, body, turn, len(json.dumps(items))), False)
 
     return Handler
+
+
+def _events(step: Step, body: dict[str, Any], turn: int, input_chars: int) -> list[bytes]:
+    """The server-sent events of one answered request: text and / or a function call, then usage."""
+    rid = f"resp_{turn}"
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": {"id": rid}}]
+    output: list[dict[str, Any]] = []
+    if step.text:
+        msg = {"type": "message", "id": f"msg_{turn}", "role": "assistant", "status": "completed",
+               "content": [{"type": "output_text", "text": step.text, "annotations": []}]}
+        events.append({"type": "response.output_item.added", "output_index": 0,
+                       "item": {**msg, "content": [], "status": "in_progress"}})
+        events += [{"type": "response.output_text.delta", "output_index": 0, "content_index": 0,
+                    "item_id": msg["id"], "delta": piece} for piece in _pieces(step.text)]
+        events.append({"type": "response.output_item.done", "output_index": 0, "item": msg})
+        output.append(msg)
+    if step.kind == "tool":
+        call: dict[str, Any] = {"type": "function_call", "id": f"fc_{turn}", "call_id": f"call_{turn}",
+                                "name": step.tool, "status": "completed",
+                                "arguments": step.raw_args if step.raw_args is not None else json.dumps(step.args)}
+        space, _, bare = step.tool.rpartition("__")
+        if space in namespaces(body):
+            call.update(namespace=space, name=bare)
+        events.append({"type": "response.output_item.done", "output_index": len(output), "item": call})
+        output.append(call)
+    prompt = 10 + input_chars // 4
+    usage = {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0},
+             "output_tokens": output_tokens(turn), "output_tokens_details": {"reasoning_tokens": 0},
+             "total_tokens": prompt + output_tokens(turn)}
+    events.append({"type": "response.completed",
+                   "response": {"id": rid, "status": "completed", "output": output, "usage": usage}})
+    return [sse_event(e) for e in events]

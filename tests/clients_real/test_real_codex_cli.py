@@ -135,7 +135,7 @@ ENDINGS: dict[str, tuple[list[Any], dict[str, Any], dict[str, Any], dict[str, An
                            {"startupTimeoutSeconds": 1}, SETUP),
     "turn-limit": ([tool("mcp__tiny__echo", {"text": "a"}), tool("mcp__tiny__echo", {"text": "b"}), text("x")],
                    {"tiny": TINY}, {"maxToolCalls": 1}, {"kind": "trial", "outcome": "turn-limit"}),
-    "time-limit": ([slow(30, text("late"))], {}, {"timeLimitSeconds": 2}, {"kind": "trial", "outcome": "time-limit"}),
+    "time-limit": ([slow(6, text("late"))], {}, {"timeLimitSeconds": 2}, {"kind": "trial", "outcome": "time-limit"}),
     "crash": ([tool("mcp__tiny__echo", {"text": "x"})], {"tiny": {**TINY, "env": {"TINY_MCP_KILL_PARENT": "1"}}},
               {}, CLIENT_APP),
     "config-refused": ([text("never")], {}, {"extraArgs": ["-c", 'model_provider="nowhere"']}, SETUP),
