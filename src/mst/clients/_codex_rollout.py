@@ -7,8 +7,9 @@ Codex also writes the session to ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time
 completed model response leaves an ``event_msg`` line of ``type: token_count`` with
 ``info.last_token_usage`` (that response's tokens) and ``info.total_token_usage`` (the running
 sum); on a context overflow Codex writes one more, with no input or output tokens and the window's
-size as total, which is not a response and is skipped. Those lines are the per-request record mst keeps (``model.request``) and the count of model
-requests actually made, which decides whether a context overflow came on the first request.
+size as total, which is not a response and is skipped. Those lines are the per-request record mst
+keeps (``model.request``) and the count of model requests actually made, which decides whether a
+context overflow came on the first request.
 
 The file is found by the thread id from ``thread.started``, in the date folders of today and
 yesterday (local and UTC: Codex names the folder by its own clock) while the attempt runs, and
