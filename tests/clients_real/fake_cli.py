@@ -7,7 +7,8 @@ not output: ``{"_fake": "sleep", "seconds": s}``, ``{"_fake": "exit", "code": n}
 is: unreadable output), ``{"_fake": "stderr", "text": "..."}``, ``{"_fake": "spawn"}`` (start a
 grandchild that would outlive a careless parent, for leak tests), and for codex
 ``{"_fake": "token_count", "usage": {...}}`` (one model response's usage, appended to the session's
-rollout file under ``$CODEX_HOME/sessions/`` as Codex writes it; nothing when ``CODEX_HOME`` is unset).
+rollout file under ``$CODEX_HOME/sessions/`` as Codex writes it; nothing when ``CODEX_HOME`` is unset
+or ``--ephemeral`` is given).
 
 Checks done the way the real CLIs would fail: a missing required flag exits 1 with a message on
 stderr; an MCP server config that names an environment variable the process lacks makes the
@@ -89,7 +90,7 @@ def rollout_line(thread_id: str, usage: dict[str, int], total: dict[str, int]) -
     for key, value in usage.items():
         total[key] = total.get(key, 0) + value
     home = os.environ.get("CODEX_HOME")
-    if not home:
+    if not home or "--ephemeral" in sys.argv:  # as Codex: no session file without a home, or when ephemeral
         return
     folder = Path(home) / "sessions" / time.strftime("%Y/%m/%d")
     folder.mkdir(parents=True, exist_ok=True)

@@ -97,6 +97,21 @@ async def test_each_recorded_session_ends_as_typed(
         assert (ending.what, ending.retryable) == (expected.what, expected.retryable), ending
 
 
+async def test_without_a_session_file_usage_stays_per_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--ephemeral``: no session file, so no per-request records are made up; the turn's totals are
+    the attempt's usage, and the first-request rule falls back to the items the stream showed."""
+    monkeypatch.setenv("FAKE_SCENARIO", "ok")
+    outcome, events = await run(codex({"extraArgs": ["--ephemeral"]}), tmp_path, secrets=SECRETS)
+    assert outcome.ending == COMPLETED and of_type(events, "model.request") == []
+    assert outcome.usage == {"inputTokens": 24763, "outputTokens": 122, "totalTokens": 24885}
+    assert outcome.diagnostics["modelRequests"] is None and outcome.diagnostics["turns"] == 1
+    for scenario, expected in (("context_first", "setup"), ("context_mid", "context-limit")):
+        monkeypatch.setenv("FAKE_SCENARIO", scenario)
+        outcome, _ = await run(codex({"extraArgs": ["--ephemeral"]}), tmp_path, secrets=SECRETS)
+        ending = outcome.ending
+        assert (ending.what if isinstance(ending, Infrastructure) else ending.outcome) == expected, ending
+
+
 async def test_sessions_recorded_from_the_real_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``streams/codex/real_*.jsonl``, captured from the pinned CLI by ``capture_codex_streams.py``."""
     monkeypatch.setenv("FAKE_SCENARIO", "real_ok")
