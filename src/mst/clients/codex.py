@@ -289,7 +289,7 @@ class CodexStream:
         self.failure: str | None = None
         self.errors: list[str] = []
         self.thread_id: str | None = None
-        self.turn_usage = {"inputTokens": 0, "outputTokens": 0, "cachedInputTokens": 0}
+        self.turn_usage = {"inputTokens": 0, "outputTokens": 0}
         self.request_usage = {"inputTokens": 0, "outputTokens": 0}
 
     def __call__(self, obj: dict[str, Any]) -> Ending | None:
@@ -306,7 +306,6 @@ class CodexStream:
             usage = obj.get("usage") or {}
             self.turn_usage["inputTokens"] += _count(usage, "input_tokens")
             self.turn_usage["outputTokens"] += _count(usage, "output_tokens")
-            self.turn_usage["cachedInputTokens"] += _count(usage, "cached_input_tokens")
             self.turns += 1
             self.completed = True
         elif kind == "turn.failed":
@@ -498,12 +497,12 @@ class CodexClient:
                 stdin=request.prompt.encode(), time_limit_s=self.settings.timeLimitSeconds, on_line=stream,
                 secrets=request.secrets, name="codex", stderr_tail=_STDERR_KEEP,
             )
-            rollout.close()
+            rollout.close()  # the last responses' counts decide the first-request rule
             ending, answer = stream.ending(run)
         except EndingException as exc:
             ending = exc.ending
         finally:
-            rollout.close()
+            rollout.close()  # also when cancelled by mst's deadline (closing twice is a no-op)
         if request.secrets and ending is not COMPLETED:
             ending = _scrub(ending, request.secrets)
         usage = stream.usage()
