@@ -20,6 +20,7 @@ import pytest
 from fake_provider import context_length, drop, raw_sse, slow, status, text, tool
 from fake_responses import FakeResponses, dead_url, output_tokens, serve_responses, sse_event, write_codex_home
 from real_helpers import CANARY, REPO, SERVER, TINY_SERVER, of_type, run, variant
+from tests.clients.clients_helpers import free_port, start_http_server, stop
 from tests.helpers import load, only_run, write_eval
 from tests.realtools import tool as real_tool
 
@@ -143,9 +144,19 @@ ENDINGS: dict[str, tuple[list[Any], dict[str, Any], dict[str, Any], dict[str, An
 }
 
 
-def endings_eval(tmp: Path, home: Path) -> Path:
+def http_endings(url: str) -> dict[str, tuple[list[Any], dict[str, Any], dict[str, Any], dict[str, Any]]]:
+    """The quickstart server over streamable HTTP at ``url`` (a secret in a header), and one nobody serves."""
+    served = {"url": url, "headers": {"Authorization": "Bearer ${MST_FAKE_KEY}"}}
+    return {
+        "ok-http": ([tool("mcp__store__check_stock", {"sku": "HAM-001"}), text("42 claw hammers are in stock.")],
+                    {"store": served}, {}, {"kind": "trial", "outcome": "completed"}),
+        "http-server-down": ([text("never")], {"store": {"url": dead_url().replace("/v1", "/mcp")}}, {}, SETUP),
+    }
+
+
+def endings_eval(tmp: Path, home: Path, endings: dict[str, Any]) -> Path:
     variants = []
-    for vid, (_, servers, settings, _) in ENDINGS.items():
+    for vid, (_, servers, settings, _) in endings.items():
         variants.append({"id": vid, "client": "codex", "model": vid, "mcpServers": servers, "settings": {
             "command": [str(real_tool("codex"))], "env": {"CODEX_HOME": str(home)}, "timeLimitSeconds": 45,
             **settings}})
@@ -159,24 +170,30 @@ def endings_eval(tmp: Path, home: Path) -> Path:
 @pytest.mark.slow
 def test_every_codex_ending_in_run_json_and_summary_json(tmp_path: Path, fake: FakeResponses) -> None:
     home = write_codex_home(tmp_path / "codex-home", {"fake": fake.base_url, "dead": dead_url()})
-    for vid, (steps, _, _, _) in ENDINGS.items():
-        fake.script(vid, steps)
-    path = endings_eval(tmp_path, home)
-    (tmp_path / "secrets.env").write_text(f"MST_FAKE_KEY={CANARY}\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("CODEX_HOME", "RUST_LOG", "OPENAI_API_KEY")}
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "mst", "run", str(path), "--runs-dir", "runs", "--secrets-file", "secrets.env"],
-        cwd=tmp_path, env={**env, "COLUMNS": "160"}, capture_output=True, text=True, timeout=240)
-    elapsed = time.monotonic() - started
+    port = free_port()
+    http_server = start_http_server(port)
+    try:
+        endings = {**ENDINGS, **http_endings(f"http://127.0.0.1:{port}/mcp")}
+        for vid, (steps, *_) in endings.items():
+            fake.script(vid, steps)
+        path = endings_eval(tmp_path, home, endings)
+        (tmp_path / "secrets.env").write_text(f"MST_FAKE_KEY={CANARY}\n")
+        env = {k: v for k, v in os.environ.items() if k not in ("CODEX_HOME", "RUST_LOG", "OPENAI_API_KEY")}
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "mst", "run", str(path), "--runs-dir", "runs", "--secrets-file", "secrets.env"],
+            cwd=tmp_path, env={**env, "COLUMNS": "160"}, capture_output=True, text=True, timeout=240)
+        elapsed = time.monotonic() - started
+    finally:
+        stop(http_server)
     assert done.returncode == 3, done.stdout + done.stderr  # incomplete cases: the infrastructure failures
     run_dir = only_run(tmp_path / "runs")
     attempts = {a["variant"]: a for a in load(run_dir / "run.json")["attempts"]}
     summary = {v["id"]: v for v in load(run_dir / "summary.json")["variants"]}
-    seen = {vid: {k: attempts[vid]["ending"].get(k) for k in expected} for vid, (*_, expected) in ENDINGS.items()}
-    assert seen == {vid: expected for vid, (*_, expected) in ENDINGS.items()}, {
-        vid: attempts[vid]["ending"] for vid in ENDINGS if seen[vid] != ENDINGS[vid][3]}
-    for vid, (_, _, _, expected) in ENDINGS.items():
+    seen = {vid: {k: attempts[vid]["ending"].get(k) for k in expected} for vid, (*_, expected) in endings.items()}
+    assert seen == {vid: expected for vid, (*_, expected) in endings.items()}, {
+        vid: attempts[vid]["ending"] for vid in endings if seen[vid] != endings[vid][3]}
+    for vid, (*_, expected) in endings.items():
         if expected["kind"] == "infrastructure":
             assert attempts[vid]["infrastructureError"].startswith(expected["what"] + ": "), vid
             assert summary[vid]["infrastructure"]["byWhat"] == {expected["what"]: 1}, vid
@@ -185,7 +202,7 @@ def test_every_codex_ending_in_run_json_and_summary_json(tmp_path: Path, fake: F
         else:
             assert attempts[vid]["infrastructureError"] is None, vid
             assert summary[vid]["trials"]["outcomes"] == {expected["outcome"]: 1}, vid
-    assert summary["ok"]["cases"]["passed"] == 1
+    assert summary["ok"]["cases"]["passed"] == 1 and summary["ok-http"]["cases"]["passed"] == 1
     # The reasons say what happened, in Codex's and the server's own words.
     assert "high demand" in attempts["http-500"]["ending"]["why"]
     assert "boom: the store database is locked" in attempts["server-fails"]["ending"]["why"]
