@@ -42,7 +42,7 @@ Format facts relied on (``codex-rs/exec/src/exec_events.rs``, the documented ``c
   kept only when that file is missing (``session.result`` usage, never a made-up per-request count).
 
 Endings (decided here, at the point of failure; the text read is Codex's, a program mst does not
-control):
+control; the same table for people is in docs/endings.md, "Codex"):
 
 =============================================  =============================================
 what Codex did                                 ending
@@ -100,6 +100,7 @@ from mst.session.events import (
     TOOL_START,
     USER_MESSAGE,
 )
+from mst.session.redact import Redactor
 
 NAME: Final = "codex"
 _SAME_PYTHON: Final = frozenset({"python", "python3"})
@@ -519,6 +520,4 @@ class CodexClient:
 
 
 def _scrub(ending: Ending, secrets: Mapping[str, str]) -> Ending:
-    if isinstance(ending, Infrastructure):
-        return Infrastructure(ending.what, _cli.redact(ending.why, secrets), ending.retryable)
-    return ending if ending.detail is None else Trial(ending.outcome, _cli.redact(ending.detail, secrets))
+    return Redactor.of(secrets).ending(ending)
