@@ -5,12 +5,17 @@ in the CLI's documented output format. Lines whose object has a ``"_fake"`` key 
 not output: ``{"_fake": "sleep", "seconds": s}``, ``{"_fake": "exit", "code": n}``,
 ``{"_fake": "kill"}`` (SIGKILL itself: a crash), ``{"_fake": "raw", "text": "..."}`` (print text as
 is: unreadable output), ``{"_fake": "stderr", "text": "..."}``, ``{"_fake": "spawn"}`` (start a
-grandchild that would outlive a careless parent, for leak tests).
+grandchild that would outlive a careless parent, for leak tests), and for codex
+``{"_fake": "token_count", "usage": {...}}`` (one model response's usage, appended to the session's
+rollout file under ``$CODEX_HOME/sessions/`` as Codex writes it; nothing when ``CODEX_HOME`` is unset
+or ``--ephemeral`` is given).
 
 Checks done the way the real CLIs would fail: a missing required flag exits 1 with a message on
 stderr; an MCP server config that names an environment variable the process lacks makes the
-server ``failed`` (claude) or an ``error`` event (codex), as does a server whose name starts
-with ``broken`` (a server that crashes at start). ``FAKE_RECORD`` names a file to which
+server ``failed`` (claude), as does a server whose name starts with ``broken`` (a server that
+crashes at start); codex then does what the real 0.171 does for a server marked ``required``: exit 1
+with ``required MCP servers failed to initialize: <name>: <why>`` on stderr and nothing on stdout
+(a failed server that is not required is left out silently). ``FAKE_RECORD`` names a file to which
 the argv, the MCP config seen, and the stdin prompt are written as JSON (never the environment).
 ``{prompt}`` in a replayed line is replaced by the prompt read from stdin.
 """
@@ -80,6 +85,20 @@ def codex(argv: list[str]) -> dict[str, Any]:
     return {"servers": status, "config": servers}
 
 
+def rollout_line(thread_id: str, usage: dict[str, int], total: dict[str, int]) -> None:
+    """Append one ``token_count`` line (``usage``, added to the running ``total``) to the session file."""
+    for key, value in usage.items():
+        total[key] = total.get(key, 0) + value
+    home = os.environ.get("CODEX_HOME")
+    if not home or "--ephemeral" in sys.argv:  # as Codex: no session file without a home, or when ephemeral
+        return
+    folder = Path(home) / "sessions" / time.strftime("%Y/%m/%d")
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / f"rollout-{time.strftime('%Y-%m-%d')}T00-00-00-{thread_id}.jsonl").open("a") as fh:
+        fh.write(json.dumps({"type": "event_msg", "payload": {"type": "token_count", "info": {
+            "total_token_usage": total, "last_token_usage": usage}}}) + "\n")
+
+
 def main() -> None:
     cli, argv = sys.argv[1], sys.argv[2:]
     seen = claude(argv) if cli == "claude" else codex(argv)
@@ -90,9 +109,11 @@ def main() -> None:
     scenario = os.environ.get("FAKE_SCENARIO", "ok")
     path = Path(scenario) if "/" in scenario else HERE / "streams" / cli / f"{scenario}.jsonl"
     for name, state in seen["servers"].items():
-        if state == "failed" and cli == "codex":
-            print(json.dumps({"type": "error", "message": f"MCP client for `{name}` failed to start: "
-                              "missing environment variable"}), flush=True)
+        if state == "failed" and cli == "codex" and seen["config"][name].get("required") == "true":
+            fail("Error: thread/start: thread/start failed: error creating thread: Fatal error: Failed to initialize "
+                 f"session: required MCP servers failed to initialize: {name}: handshaking with MCP server failed: "
+                 "connection closed: initialize response (code -32603)")
+    thread_id, total = "fake-thread", {}
     for line in path.read_text().splitlines():
         if not line.strip():
             continue
@@ -110,7 +131,10 @@ def main() -> None:
             sys.stderr.write(obj["text"] + "\n")
         elif directive == "spawn":
             subprocess.Popen(["sleep", "300"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        elif directive == "token_count":
+            rollout_line(thread_id, obj["usage"], total)
         else:
+            thread_id = obj.get("thread_id", thread_id)
             if cli == "claude" and obj.get("type") == "system" and obj.get("subtype") == "init":
                 obj["mcp_servers"] = [{"name": n, "status": s} for n, s in seen["servers"].items()]
             print(json.dumps(obj).replace("{prompt}", prompt.strip().replace('"', "'")), flush=True)

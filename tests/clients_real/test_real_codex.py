@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ SECRETS = {"STORE_KEY": CANARY, "OPENAI_API_KEY": "sk-fake-openai"}
 
 
 @pytest.fixture(autouse=True)
-def on_path() -> Iterator[None]:
+def on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))  # where the fake writes its session file
     with fake_clis_on_path():
         yield
 
@@ -46,8 +48,11 @@ async def test_events_become_canonical_and_secrets_stay_out_of_argv(
     assert [d["toolCallId"] for d in done] == ["item_1", "item_2", "item_3"]
     assert [d["success"] for d in done] == [True, False, True]
     assert json.loads(done[0]["output"])["total"] == 42 and done[1]["error"] == "quantity must be at least 1"
-    [request] = of_type(events, "model.request")
-    assert (request["inputTokens"], request["outputTokens"], request["cachedInputTokens"]) == (24763, 122, 24448)
+    # One model.request per model response (from Codex's session file), not one per turn.
+    requests = of_type(events, "model.request")
+    assert [(r["inputTokens"], r["outputTokens"], r["cachedInputTokens"]) for r in requests] == [
+        (12000, 60, 11900), (12763, 62, 12548)]
+    assert outcome.usage == {"inputTokens": 24763, "outputTokens": 122, "totalTokens": 24885}
     assert of_type(events, "assistant.message") == [{"content": "42 claw hammers are in stock."}]
     seen = json.loads(record.read_text())
     argv = seen["argv"]
@@ -59,6 +64,8 @@ async def test_events_become_canonical_and_secrets_stay_out_of_argv(
     assert store["env"] == '{"MODE" = "test"}' and store["tool_timeout_sec"] == "30.0"
     assert remote["http_headers"] == '{"X-Team" = "qa"}'
     assert remote["env_http_headers"] == '{"Authorization" = "MST_MCP_HEADER_1_0"}'
+    for server in (store, remote):  # waited for before the first request, and callable under `never`
+        assert (server["required"], server["default_tools_approval_mode"]) == ("true", '"approve"')
     assert seen["prompt"] == "How many claw hammers are in stock?"
 
 
@@ -88,6 +95,44 @@ async def test_each_recorded_session_ends_as_typed(
     else:
         assert isinstance(ending, Infrastructure), ending
         assert (ending.what, ending.retryable) == (expected.what, expected.retryable), ending
+
+
+async def test_without_a_session_file_usage_stays_per_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--ephemeral``: no session file, so no per-request records are made up; the turn's totals are
+    the attempt's usage, and the first-request rule falls back to the items the stream showed."""
+    monkeypatch.setenv("FAKE_SCENARIO", "ok")
+    outcome, events = await run(codex({"extraArgs": ["--ephemeral"]}), tmp_path, secrets=SECRETS)
+    assert outcome.ending == COMPLETED and of_type(events, "model.request") == []
+    assert outcome.usage == {"inputTokens": 24763, "outputTokens": 122, "totalTokens": 24885}
+    assert outcome.diagnostics["modelRequests"] is None and outcome.diagnostics["turns"] == 1
+    for scenario, expected in (("context_first", "setup"), ("context_mid", "context-limit")):
+        monkeypatch.setenv("FAKE_SCENARIO", scenario)
+        outcome, _ = await run(codex({"extraArgs": ["--ephemeral"]}), tmp_path, secrets=SECRETS)
+        ending = outcome.ending
+        assert (ending.what if isinstance(ending, Infrastructure) else ending.outcome) == expected, ending
+
+
+async def test_sessions_recorded_from_the_real_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``streams/codex/real_*.jsonl``, captured from the pinned CLI by ``capture_codex_streams.py``."""
+    monkeypatch.setenv("FAKE_SCENARIO", "real_ok")
+    outcome, events = await run(codex(), tmp_path, secrets=SECRETS)
+    assert outcome.ending == COMPLETED and outcome.answer == "42 claw hammers are in stock."
+    assert [(r["inputTokens"], r["outputTokens"]) for r in of_type(events, "model.request")] == [(5287, 5), (5384, 6)]
+    monkeypatch.setenv("FAKE_SCENARIO", "real_server_error")  # a 500: Codex says "high demand", no status
+    outcome, _ = await run(codex(), tmp_path, secrets=SECRETS)
+    assert isinstance(outcome.ending, Infrastructure), outcome.ending
+    assert (outcome.ending.what, outcome.ending.retryable) == ("provider-api", True)
+    monkeypatch.setenv("FAKE_SCENARIO", "real_unreachable")  # Codex would wait for the network without end
+    started = time.monotonic()
+    outcome, _ = await asyncio.wait_for(run(codex({"timeLimitSeconds": 30}), tmp_path, secrets=SECRETS), 20)
+    assert isinstance(outcome.ending, Infrastructure), outcome.ending
+    assert (outcome.ending.what, outcome.ending.retryable) == ("network", True)
+    assert time.monotonic() - started < 10
+    monkeypatch.setenv("FAKE_SCENARIO", "real_mcp_failed")
+    outcome, _ = await run(codex(), tmp_path, secrets=SECRETS)
+    assert isinstance(outcome.ending, Infrastructure), outcome.ending
+    assert (outcome.ending.what, outcome.ending.retryable) == ("setup", False)
+    assert "'broken' did not start" in outcome.ending.why and "boom: the store database is locked" in outcome.ending.why
 
 
 async def test_budgets_are_trials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,11 +2,15 @@
 
 Real MCP on the wire (initialize, tools/list, tools/call, ping), but it starts in milliseconds
 instead of the seconds the SDK's import costs, so leak tests can start it hundreds of times.
+With ``TINY_MCP_KILL_PARENT=1`` in its environment a tool call SIGKILLs the server's parent
+instead (the client that started it crashes mid-call).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 
 
@@ -30,6 +34,8 @@ def main() -> None:
             reply(msg_id, {"tools": [{"name": "echo", "description": "Echo the text back.",
                                       "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
                                                       "required": ["text"]}}]})
+        elif method == "tools/call" and os.environ.get("TINY_MCP_KILL_PARENT") == "1":
+            os.kill(os.getppid(), signal.SIGKILL)
         elif method == "tools/call":
             text = str(msg["params"].get("arguments", {}).get("text", ""))
             reply(msg_id, {"content": [{"type": "text", "text": text}], "isError": False})

@@ -104,20 +104,24 @@ async def stop(proc: asyncio.subprocess.Process) -> None:
         await proc.wait()
 
 
-def _tail(log: Any, secrets: Mapping[str, str]) -> str:
+def _tail(log: Any, secrets: Mapping[str, str], limit: int) -> str:
     with contextlib.suppress(OSError, ValueError):
         log.seek(0)
         text = log.read().decode("utf-8", errors="replace").strip()
-        text = text if len(text) <= _STDERR_TAIL else "…" + text[-_STDERR_TAIL:]
+        text = text if len(text) <= limit else "…" + text[-limit:]
         return redact(text, secrets)
     return ""
 
 
 async def run_json_lines(
     argv: list[str], *, cwd: Path, env: Mapping[str, str], stdin: bytes, time_limit_s: float | None,
-    on_line: LineHandler, secrets: Mapping[str, str], name: str,
+    on_line: LineHandler, secrets: Mapping[str, str], name: str, stderr_tail: int = _STDERR_TAIL,
 ) -> RunResult:
-    """Run ``argv``, feed each stdout JSON line to ``on_line``, and stop the process group at the end."""
+    """Run ``argv``, feed each stdout JSON line to ``on_line``, and stop the process group at the end.
+
+    ``stderr_tail``: how many of the last stderr characters :attr:`RunResult.stderr` keeps (a
+    client that reads its CLI's diagnostics there asks for more than a one-line reason needs).
+    """
     with tempfile.TemporaryFile() as errlog:  # a file, not a pipe: a chatty stderr can never block it
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -144,7 +148,7 @@ async def run_json_lines(
             # Whatever it left running in its session (an MCP server it started) goes with it.
             _kill_group(proc.pid, signal.SIGKILL)
         code = proc.returncode
-        tail = _tail(errlog, secrets)
+        tail = _tail(errlog, secrets, stderr_tail)
     if ending is None and code is not None and code < 0:
         try:
             sig = signal.Signals(-code).name

@@ -1,34 +1,76 @@
 """The ``codex`` client: OpenAI's Codex CLI run with ``codex exec --json``, its events made canonical.
 
-One attempt runs ``codex exec --json --skip-git-repo-check --cd <artifacts> [--model M] -c ... -``
-with the prompt on stdin (``-``). The variant's MCP servers go in as ``-c mcp_servers.<name>.<key>=
+One attempt runs ``codex exec --json --skip-git-repo-check --cd <artifacts> [--model M] --sandbox S
+-c ... -`` with the prompt on stdin (``-``). The variant's MCP servers go in as ``-c mcp_servers.<name>.<key>=
 <TOML value>`` overrides, which layer over the user's own configuration for this run only (nothing
-is written to ``CODEX_HOME``, the user's login keeps working, concurrent attempts cannot collide).
-Secrets never go in argv: a stdio server's env value that names a secret is set in Codex's
-environment under the server's variable name and forwarded with ``env_vars``; an HTTP header that
-names one is set in a generated variable and sent with ``env_http_headers``.
+is written to ``CODEX_HOME``, the user's login and model provider keep working, concurrent attempts
+cannot collide). Secrets never go in argv: a stdio server's env value that names a secret is set in
+Codex's environment under the server's variable name and forwarded with ``env_vars``; an HTTP
+header that names one is set in a generated variable and sent with ``env_http_headers``.
 
-Format facts relied on (``codex-rs/exec/src/exec_events.rs`` in openai/codex, the documented
-``codex exec --json`` JSONL; config keys from Codex's config reference):
+Two overrides make the servers usable at all under ``codex exec`` (checked against the real CLI,
+0.171; config keys in ``codex-rs/config/src/mcp_types.rs`` of openai/codex):
+
+- ``required = true``: Codex starts MCP servers in the background and sends the first model
+  request without the tools of a server that has not answered ``initialize`` yet, so a model that
+  calls one at once gets ``unsupported call`` (on stderr only). A required server is waited for
+  before the first request, and one that cannot start ends ``codex exec`` with ``required MCP
+  servers failed to initialize: <name>: <reason>`` instead of a run without its tools.
+- ``default_tools_approval_mode = "approve"``: ``codex exec`` runs with approval policy
+  ``never``, under which a tool call that needs approval fails (``MCP tool call requires approval,
+  but approval policy is never``; ``maybe_request_mcp_tool_approval`` in
+  ``codex-rs/core/src/mcp_tool_call.rs``). Approving the variant's own servers' tools is what an
+  eval of those servers asks for; it touches neither the sandbox (``--sandbox``, read-only by
+  default) nor the approval of shell commands, unlike ``--dangerously-bypass-approvals-and-sandbox``.
+  (Signed in with ChatGPT, Codex may still ask its safety monitor about an approved call:
+  ``codex-rs/core/src/arc_monitor.rs``; with an API key it does not.)
+
+Format facts relied on (``codex-rs/exec/src/exec_events.rs``, the documented ``codex exec --json``):
 
 - one JSON object per stdout line, tagged by ``type``: ``thread.started`` {thread_id},
   ``turn.started``, ``turn.completed`` {usage: {input_tokens, cached_input_tokens, output_tokens}},
   ``turn.failed`` {error: {message}}, ``item.started`` / ``item.updated`` / ``item.completed``
-  {item}, and ``error`` {message} (also used for transient notices such as reconnect attempts).
+  {item}, and ``error`` {message} (also transient notices: ``Reconnecting... 2/5 (...)`` while Codex
+  retries a request, ``Reconnecting... waiting for network (...)`` while it cannot reach the
+  provider at all, which it does without end).
 - ``item`` = {id, type, ...}: ``agent_message`` {text}; ``reasoning`` {text};
   ``command_execution`` {command, aggregated_output, exit_code, status}; ``mcp_tool_call``
   {server, tool, arguments, result: {content: [MCP content blocks], structured_content} | null,
   error: {message} | null, status: in_progress | completed | failed}; ``error`` {message}.
-- config: ``mcp_servers.<name>.command`` / ``args`` / ``env`` / ``env_vars`` / ``cwd`` /
-  ``url`` / ``http_headers`` / ``env_http_headers`` / ``startup_timeout_sec`` / ``tool_timeout_sec``.
+- usage per model response is not in the stream: it comes from Codex's session file
+  (:mod:`mst.clients._codex_rollout`), one ``model.request`` per response; the turn totals are
+  kept only when that file is missing (``session.result`` usage, never a made-up per-request count).
 
-Endings: ``turn.completed`` → trial ``completed``; ``timeLimitSeconds`` → ``time-limit``;
-``maxToolCalls`` (a budget mst enforces: Codex has no turn limit of its own) → ``turn-limit``;
-a failed turn is classified from Codex's message (text from a program mst does not control:
-context window → first-request/mid-trial rule, an HTTP status → the provider status table,
-a dropped stream → ``network``, anything else → trial ``client-error``); an MCP server of the
-variant that fails to start → ``setup``; binary missing → ``client-app`` not retryable; a crash,
-an exit without a turn result or a line that is not JSON → ``client-app`` retryable.
+Endings (decided here, at the point of failure; the text read is Codex's, a program mst does not
+control; the same table for people is in docs/endings.md, "Codex"):
+
+=============================================  =============================================
+what Codex did                                 ending
+=============================================  =============================================
+``turn.completed``                             trial ``completed``
+``timeLimitSeconds`` passed                    trial ``time-limit``
+a tool call past ``maxToolCalls``              trial ``turn-limit`` (Codex has no turn limit)
+turn failed: context window, no model          ``setup``, not retryable (the prompt does not
+response completed before it                   fit)
+turn failed: context window, later             trial ``context-limit``
+turn failed: an HTTP status in the text, or    the provider status table (429 / 5xx
+an OpenAI JSON error body                      ``provider-api`` retryable, 401 / 403 / 404 /
+                                               other 4xx ``setup``)
+turn failed: ``high demand`` (Codex's words    ``provider-api``, retryable
+for a 500), rate or usage limit, overloaded
+turn failed: stream disconnected, connection   ``network``, retryable
+refused / reset, timed out
+``Reconnecting... waiting for network``        ``network``, retryable; the process is stopped
+                                               at once, not left to retry until the time limit
+turn failed: anything else                     trial ``client-error``
+``required MCP servers failed to initialize``  ``setup``, not retryable, with Codex's reason
+                                               and the server's own stderr
+``Error loading config``, unknown model        ``setup``, not retryable
+provider (exit before any event)
+``codex`` not found / not executable           ``client-app``, not retryable
+killed by a signal, exit without a turn        ``client-app``, retryable
+result, a stdout line that is not JSON
+=============================================  =============================================
 """
 
 from __future__ import annotations
@@ -45,10 +87,11 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from mst.clients import _cli
+from mst.clients._codex_rollout import Rollout, codex_home
 from mst.clients.base import AttemptOutcome, AttemptRequest, TranscriptRecorder
 from mst.config.models import HttpServer, StdioServer, VariantConfig
 from mst.endings import COMPLETED, Ending, EndingException, Infrastructure, Trial, to_json
-from mst.providers._errors import ending_for_status
+from mst.providers._errors import ending_for_status, stream_error_status
 from mst.session.events import (
     ASSISTANT_MESSAGE,
     MODEL_REQUEST,
@@ -66,10 +109,19 @@ _CONTEXT_TEXT: Final = re.compile(
     r"context window|context_length_exceeded|context length|maximum context|prompt is too long", re.IGNORECASE)
 _STATUS_TEXT: Final = re.compile(r"(?:status|HTTP)[: ]*(\d{3})\b|\b(\d{3}) (?:Too Many Requests|Unauthorized|"
                                  r"Forbidden|Not Found|Internal Server Error|Bad Gateway|Service Unavailable)")
-_RATE_TEXT: Final = re.compile(r"rate limit|too many requests|usage limit|overloaded", re.IGNORECASE)
+_BUSY_TEXT: Final = re.compile(r"high demand|rate limit|too many requests|usage limit|overloaded", re.IGNORECASE)
 _NETWORK_TEXT: Final = re.compile(r"stream disconnected|error sending request|connection (refused|reset)|"
                                   r"timed out|dns error", re.IGNORECASE)
-_MCP_START: Final = re.compile(r"MCP (?:client|server) for [`'\"]?([A-Za-z0-9_-]+)[`'\"]? failed to start")
+_NO_NETWORK: Final = re.compile(r"waiting for network", re.IGNORECASE)
+_MCP_REQUIRED: Final = re.compile(r"required MCP servers failed to initialize: (.+?)(?: \(code -?\d+\))?$",
+                                  re.MULTILINE)
+_MCP_STDERR: Final = re.compile(r"MCP server stderr \(([^)]*)\): (.*)$", re.MULTILINE)
+_CONFIG_ERROR: Final = re.compile(r"^(Error loading config.*|Error: Model provider .* not found)$", re.MULTILINE)
+# Codex's log filter when the user has set none: its default (errors) plus the lines it logs for
+# each line an MCP server writes to stderr, so a server that cannot start can say why.
+_RUST_LOG: Final = "error,codex_rmcp_client::stdio_server_launcher=info"
+_STDERR_KEEP: Final = 16_000
+_REASON_CHARS: Final = 800
 _STRICT = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True)
 
 
@@ -92,7 +144,8 @@ class CodexSettings(BaseModel):
     )
     sandbox: str | None = Field(default="read-only", description="--sandbox (read-only, workspace-write, ...).")
     startupTimeoutSeconds: float | None = Field(
-        default=None, gt=0, description="mcp_servers.<name>.startup_timeout_sec for every server."
+        default=None, gt=0, description="mcp_servers.<name>.startup_timeout_sec for every server (Codex's "
+        "default is 10 s; a server not ready by then is a setup failure).",
     )
     toolTimeoutSeconds: float | None = Field(
         default=None, gt=0, description="mcp_servers.<name>.tool_timeout_sec for every server."
@@ -172,6 +225,8 @@ def mcp_overrides(
                 put(name, "http_headers", plain)
             if from_env:
                 put(name, "env_http_headers", from_env)
+        put(name, "required", True)  # waited for before the first request (module docstring)
+        put(name, "default_tools_approval_mode", "approve")  # callable under approval policy `never`
         if settings.startupTimeoutSeconds is not None:
             put(name, "startup_timeout_sec", settings.startupTimeoutSeconds)
         if settings.toolTimeoutSeconds is not None:
@@ -179,57 +234,112 @@ def mcp_overrides(
     return args, env
 
 
+def _count(usage: Mapping[str, Any], key: str) -> int:
+    value = usage.get(key)
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+def mcp_start_failure(stderr: str) -> Infrastructure | None:
+    """The ending of a run that Codex refused to start because a (required) MCP server did not.
+
+    The reason is Codex's (``<server>: <why>``), followed by what the server itself wrote to stderr
+    (Codex logs it under ``_RUST_LOG``), which usually says the real cause.
+    """
+    m = _MCP_REQUIRED.search(stderr)
+    if m is None:
+        return None
+    name, _, reason = m.group(1).strip().partition(": ")
+    why = f"MCP server {name!r} did not start: {reason or name}"
+    said = [f"{prog}: {line.strip()}" for prog, line in _MCP_STDERR.findall(stderr) if line.strip()]
+    if said:
+        why += "; the server's stderr: " + " | ".join(said[-5:])
+    return Infrastructure("setup", why if len(why) <= _REASON_CHARS else why[:_REASON_CHARS] + "…", False)
+
+
+def config_failure(stderr: str) -> Infrastructure | None:
+    """The ending of a run Codex refused to start for its configuration (a bad ``-c`` value in
+    ``extraArgs``, a ``model_provider`` its config does not define): the eval must change."""
+    m = _CONFIG_ERROR.search(stderr)
+    if m is None:
+        return None
+    return Infrastructure("setup", f"Codex refused its configuration: {stderr_reason(stderr[m.start():])}", False)
+
+
+def stderr_reason(stderr: str) -> str:
+    """Codex's stderr for a reason: its log lines and Rust's empty backtrace frames left out."""
+    lines = [ln for ln in stderr.splitlines()
+             if ln.strip() and not re.match(r"\s*\d+: <unknown>$|Stack backtrace:$|\S+Z +(INFO|WARN) ", ln)]
+    text = " ".join(" ".join(lines).split())
+    return text if len(text) <= _REASON_CHARS else "…" + text[-_REASON_CHARS:]
+
+
 class CodexStream:
     """Turns ``codex exec --json`` events into canonical events as they arrive."""
 
-    def __init__(self, rec: TranscriptRecorder, model: str, servers: list[str], max_tool_calls: int | None) -> None:
+    def __init__(self, rec: TranscriptRecorder, model: str, max_tool_calls: int | None, home: Path) -> None:
         self.rec = rec
         self.model = model
-        self.servers = servers
         self.max_tool_calls = max_tool_calls
+        self.rollout = Rollout(home, self.model_response)
         self.started: dict[str, float] = {}
         self.tool_calls = 0
-        self.requests = 0
+        self.turns = 0
         self.items_done = 0
         self.answer: str | None = None
         self.completed = False
         self.failure: str | None = None
         self.errors: list[str] = []
         self.thread_id: str | None = None
-        self.input_tokens = 0
-        self.output_tokens = 0
+        self.turn_usage = {"inputTokens": 0, "outputTokens": 0}
+        self.request_usage = {"inputTokens": 0, "outputTokens": 0}
 
     def __call__(self, obj: dict[str, Any]) -> Ending | None:
         kind = obj.get("type")
-        if kind == "thread.started":
-            self.thread_id = obj.get("thread_id")
-        elif kind in ("item.started", "item.completed"):
+        if kind == "thread.started" and isinstance(obj.get("thread_id"), str):
+            self.thread_id = obj["thread_id"]
+            self.rollout.attach(obj["thread_id"])
+        self.rollout.poll()  # the responses completed so far come before what follows them
+        if kind in ("item.started", "item.completed"):
             item = obj.get("item")
             if isinstance(item, dict):
                 return self._item(item, done=kind == "item.completed")
         elif kind == "turn.completed":
             usage = obj.get("usage") or {}
-            inp, out = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
-            self.input_tokens += inp
-            self.output_tokens += out
-            self.rec.emit(MODEL_REQUEST, {"model": self.model, "requestIndex": self.requests, "inputTokens": inp,
-                                          "outputTokens": out, "totalTokens": inp + out,
-                                          "cachedInputTokens": int(usage.get("cached_input_tokens") or 0)})
-            self.requests += 1
+            self.turn_usage["inputTokens"] += _count(usage, "input_tokens")
+            self.turn_usage["outputTokens"] += _count(usage, "output_tokens")
+            self.turns += 1
             self.completed = True
         elif kind == "turn.failed":
             self.failure = str((obj.get("error") or {}).get("message") or "the turn failed")
         elif kind == "error":
             message = str(obj.get("message") or "")
             self.errors.append(message)
-            return self._mcp_start(message)
+            if _NO_NETWORK.search(message):
+                # Codex waits for the network without end: the provider cannot be reached now.
+                return Infrastructure("network", f"Codex cannot reach the model provider: {message}", True)
         return None
 
-    def _mcp_start(self, message: str) -> Ending | None:
-        m = _MCP_START.search(message)
-        if m is not None and m.group(1) in self.servers:
-            return Infrastructure("setup", f"MCP server {m.group(1)!r} did not start: {message}", False)
-        return None
+    def model_response(self, usage: Mapping[str, Any]) -> None:
+        """One completed model response, from Codex's session file: one ``model.request``."""
+        inp, out = _count(usage, "input_tokens"), _count(usage, "output_tokens")
+        self.request_usage["inputTokens"] += inp
+        self.request_usage["outputTokens"] += out
+        self.rec.emit(MODEL_REQUEST, {
+            "model": self.model, "requestIndex": self.rollout.responses - 1, "inputTokens": inp,
+            "outputTokens": out, "totalTokens": _count(usage, "total_tokens") or inp + out,
+            "cachedInputTokens": _count(usage, "cached_input_tokens"),
+            "reasoningOutputTokens": _count(usage, "reasoning_output_tokens"),
+        })
+
+    def usage(self) -> dict[str, int]:
+        """The attempt's tokens: the per-response sum when Codex's session file was read, else the turn totals."""
+        if self.rollout.responses:
+            inp, out = self.request_usage["inputTokens"], self.request_usage["outputTokens"]
+        elif self.turns:
+            inp, out = self.turn_usage["inputTokens"], self.turn_usage["outputTokens"]
+        else:
+            return {}
+        return {"inputTokens": inp, "outputTokens": out, "totalTokens": inp + out}
 
     def _start(self, item: dict[str, Any]) -> Ending | None:
         item_id = str(item.get("id"))
@@ -280,21 +390,30 @@ class CodexStream:
             self.items_done += 1
             self.rec.emit(ASSISTANT_MESSAGE, {"content": self.answer})
         elif done and kind == "error":
-            message = str(item.get("message") or "")
-            self.errors.append(message)
-            return self._mcp_start(message)
+            self.errors.append(str(item.get("message") or ""))
         return None
+
+    def _first_request(self) -> bool:
+        """Whether no model response had completed: counted from Codex's session file, which also
+        sees responses that left no item (a call Codex dropped); without it, from the items seen."""
+        return self.rollout.responses == 0 if self.rollout.found else self.items_done == 0
+
+    def _context(self, text: str) -> Ending:
+        if self._first_request():
+            return Infrastructure(
+                "setup", f"the case's prompt does not fit the model's context on the first request: {text}", False)
+        return Trial("context-limit", f"the context filled up mid-trial: {text}")
 
     def _classify(self, text: str) -> Ending:
         if _CONTEXT_TEXT.search(text):
-            if self.items_done == 0:
-                return Infrastructure(
-                    "setup", f"the case's prompt does not fit the model's context on the first request: {text}", False)
-            return Trial("context-limit", f"the context filled up mid-trial: {text}")
+            return self._context(text)
         m = _STATUS_TEXT.search(text)
         if m is not None:
             return ending_for_status("Codex", int(m.group(1) or m.group(2)), text)
-        if _RATE_TEXT.search(text):
+        error = _json_error(text)
+        if error is not None:
+            return ending_for_status("Codex", stream_error_status(error), str(error.get("message") or text))
+        if _BUSY_TEXT.search(text):
             return Infrastructure("provider-api", f"Codex: {text}", True)
         if _NETWORK_TEXT.search(text):
             return Infrastructure("network", f"Codex: {text}", True)
@@ -307,11 +426,27 @@ class CodexStream:
             return COMPLETED, self.answer or ""
         if self.failure is not None:
             return self._classify(self.failure), None
-        tail = f"; its stderr ends with: {run.stderr}" if run.stderr else ""
+        refused = mcp_start_failure(run.stderr) or config_failure(run.stderr)
+        if refused is not None:
+            return refused, None
         if self.errors and run.returncode not in (0, None):
             return self._classify(self.errors[-1]), None
+        reason = stderr_reason(run.stderr)
+        tail = f"; its stderr ends with: {reason}" if reason else ""
         return Infrastructure(
             "client-app", f"codex exited with status {run.returncode} without a turn result{tail}", True), None
+
+
+def _json_error(text: str) -> dict[str, Any] | None:
+    """The ``error`` object of an OpenAI-style error body that Codex passed on as the whole message."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        body = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    return error if isinstance(error, dict) else None
 
 
 class CodexClient:
@@ -340,37 +475,46 @@ class CodexClient:
             argv += ["--sandbox", s.sandbox]
         return [*argv, *overrides, *s.extraArgs, "-"]
 
+    def environment(self, secrets: Mapping[str, str], secret_env: Mapping[str, str]) -> dict[str, str]:
+        env = {**os.environ, **self.settings.env, **secrets, **secret_env}
+        env.setdefault("RUST_LOG", _RUST_LOG)
+        return env
+
     async def attempt(self, request: AttemptRequest) -> AttemptOutcome:
         started = time.monotonic()
         rec = request.transcript
         rec.emit(USER_MESSAGE, {"content": request.prompt})
-        stream = CodexStream(rec, self.model, list(self.variant.mcpServers), self.settings.maxToolCalls)
+        stream = CodexStream(rec, self.model, self.settings.maxToolCalls,
+                             codex_home({**os.environ, **self.settings.env}))
+        rollout = stream.rollout
         answer: str | None = None
         try:
             artifacts = request.artifacts_dir.absolute()  # the CLI runs there: relative paths would break
             artifacts.mkdir(parents=True, exist_ok=True)
             overrides, secret_env = mcp_overrides(self.variant.mcpServers, self.base_dir, request.secrets,
                                                   self.settings)
-            env = {**os.environ, **self.settings.env, **request.secrets, **secret_env}
             run = await _cli.run_json_lines(
-                self.argv(artifacts, overrides), cwd=artifacts, env=env, stdin=request.prompt.encode(),
-                time_limit_s=self.settings.timeLimitSeconds, on_line=stream, secrets=request.secrets, name="codex",
+                self.argv(artifacts, overrides), cwd=artifacts, env=self.environment(request.secrets, secret_env),
+                stdin=request.prompt.encode(), time_limit_s=self.settings.timeLimitSeconds, on_line=stream,
+                secrets=request.secrets, name="codex", stderr_tail=_STDERR_KEEP,
             )
+            rollout.close()  # the last responses' counts decide the first-request rule
             ending, answer = stream.ending(run)
         except EndingException as exc:
             ending = exc.ending
+        finally:
+            rollout.close()  # also when cancelled by mst's deadline (closing twice is a no-op)
         if request.secrets and ending is not COMPLETED:
             ending = _scrub(ending, request.secrets)
-        usage = ({"inputTokens": stream.input_tokens, "outputTokens": stream.output_tokens,
-                  "totalTokens": stream.input_tokens + stream.output_tokens} if stream.requests else {})
-        diagnostics: dict[str, Any] = {"turns": stream.requests, "toolCalls": stream.tool_calls,
-                                       "threadId": stream.thread_id}
+        usage = stream.usage()
+        diagnostics: dict[str, Any] = {"turns": stream.turns, "modelRequests": rollout.responses if rollout.found
+                                       else None, "toolCalls": stream.tool_calls, "threadId": stream.thread_id}
         if stream.errors:
             diagnostics["errors"] = [_cli.redact(e, request.secrets) for e in stream.errors[-5:]]
         rec.emit(SESSION_RESULT, {
             "answer": answer, "outcome": ending.outcome if isinstance(ending, Trial) else "infrastructure",
             "ending": to_json(ending), "usage": usage, "durationMs": int((time.monotonic() - started) * 1000),
-            "turns": stream.requests,
+            "turns": stream.turns,
         })
         return AttemptOutcome(ending, answer, usage, diagnostics)
 
