@@ -25,6 +25,7 @@ SESSION_FORMAT: Final = "session.format"
 USER_MESSAGE: Final = "user.message"
 ASSISTANT_MESSAGE: Final = "assistant.message"
 MODEL_REQUEST: Final = "model.request"
+MODEL_RETRY: Final = "model.retry"  # a client retried a failed model request (attempt, status, error)
 TOOL_START: Final = "tool.execution_start"
 TOOL_COMPLETE: Final = "tool.execution_complete"
 SESSION_RESULT: Final = "session.result"
