@@ -106,6 +106,7 @@ class ClaudeStream:
         self.api_error: tuple[str, str] | None = None
         self.retry: dict[str, Any] | None = None  # the last api_retry line, until a response came
         self.session_id: str | None = None
+        self.mcp_failure: tuple[str, str] | None = None  # (server, what the init line said)
 
     def __call__(self, obj: dict[str, Any]) -> Ending | None:
         kind = obj.get("type")
@@ -149,10 +150,16 @@ class ClaudeStream:
                 why = f"it did not connect within {self.startup_s:g} s (mcpStartupSeconds)"
             else:
                 why = f"Claude Code reports its status {status!r}"
-            reason = self.mcp_reason(name)
-            return Infrastructure(
-                "setup", f"MCP server {name!r} did not start: {why}" + (f": {reason}" if reason else ""), False)
+            self.mcp_failure = (name, why)
+            return self._mcp_ending()
         return None
+
+    def _mcp_ending(self) -> Infrastructure:
+        assert self.mcp_failure is not None
+        name, why = self.mcp_failure
+        reason = self.mcp_reason(name)
+        return Infrastructure(
+            "setup", f"MCP server {name!r} did not start: {why}" + (f": {reason}" if reason else ""), False)
 
     def _stream_event(self, obj: dict[str, Any]) -> None:
         event = obj.get("event") or {}
@@ -278,6 +285,9 @@ class ClaudeStream:
 
     def ending(self, run: _cli.RunResult) -> tuple[Ending, str | None]:
         self.flush()
+        if self.mcp_failure is not None:
+            # Read again now that the CLI has stopped: it writes its MCP log a moment after the init line.
+            return self._mcp_ending(), None
         if run.ending is not None:
             limit = run.ending
             if isinstance(limit, Trial) and limit.outcome == "time-limit" and self.retry is not None:

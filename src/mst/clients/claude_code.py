@@ -91,6 +91,7 @@ CONFIG_FILE: Final = "claude-mcp-config.json"
 _SAME_PYTHON: Final = frozenset({"python", "python3"})
 _QUIET: Final = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
 _MCP_LOG_LINES: Final = 200
+_MCP_REASON_CHARS: Final = 800
 _STRICT = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True)
 
 
@@ -243,9 +244,9 @@ class ClaudeCodeClient:
 
 
 def mcp_log_reason(home: Path, server: str) -> str | None:
-    """The last error Claude Code logged for MCP server ``server`` (its per-server MCP log under
-    ``$HOME/.cache/claude-cli-nodejs/<cwd>/mcp-logs-<server>/``), if any."""
-    reason: str | None = None
+    """The errors Claude Code logged for MCP server ``server`` (the server's stderr, why the
+    connection failed), from its per-server MCP log under ``$HOME/.cache/claude-cli-nodejs/``."""
+    errors: list[str] = []
     for log in sorted(home.glob(f".cache/claude-cli-nodejs/*/mcp-logs-{server}/*.jsonl")):
         try:
             lines = log.read_text(errors="replace").splitlines()[-_MCP_LOG_LINES:]
@@ -256,9 +257,11 @@ def mcp_log_reason(home: Path, server: str) -> str | None:
                 entry = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue
-            if isinstance(entry, dict) and isinstance(entry.get("error"), str):
-                reason = entry["error"]
-    return reason
+            error = entry.get("error") if isinstance(entry, dict) else None
+            if isinstance(error, str) and error.strip() and error.strip() not in errors:
+                errors.append(error.strip())
+    text = "; ".join(errors)
+    return (text if len(text) <= _MCP_REASON_CHARS else text[:_MCP_REASON_CHARS] + "…") or None
 
 
 def _finish(
