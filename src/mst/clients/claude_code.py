@@ -29,7 +29,7 @@ changelog name every variable used):
   references in the ``--mcp-config`` file are expanded by Claude Code from its environment, so
   secrets stay out of the file and out of argv).
 
-Endings (see ``docs/endings.md``), decided here:
+Endings (README, "Endings and what counts"), decided here:
 
 ==========================================================  =======================================
 what happened                                               ending
