@@ -246,6 +246,9 @@ async def test_the_cli_gets_a_private_home_a_quiet_environment_and_waits_for_its
         "false", "7500", "7500")
     assert env["CLAUDE_CODE_MAX_RETRIES"] == "3" and env["ANTHROPIC_API_KEY"] == "k"
     assert "CLAUDE_CODE_MAX_RETRIES" not in claude().environment(tmp_path, {})
+    monkeypatch.setenv("HOME", "/home/me")
+    monkeypatch.delenv("npm_config_cache", raising=False)
+    assert claude().environment(tmp_path, {})["npm_config_cache"] == "/home/me/.npm"
     # The stdio servers keep the user's HOME (their caches), unless the variant sets one.
     config = mcp_config({"a": StdioServer(command="x"), "b": StdioServer(command="x", env={"HOME": "/srv"})},
                         REPO, {}, "/home/me")

@@ -113,7 +113,8 @@ class ClaudeStream:
         if kind == "stream_event":
             self._stream_event(obj)
             return None
-        self.flush(keep=_message_id(obj) if kind == "assistant" else None)
+        if not (kind == "system" and obj.get("subtype") == "status"):  # progress notes end no message
+            self.flush(keep=_message_id(obj) if kind == "assistant" else None)
         if kind == "system":
             return self._system(obj)
         if kind == "assistant":

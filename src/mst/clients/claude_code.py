@@ -13,7 +13,8 @@ changelog name every variable used):
 - ``HOME`` and ``CLAUDE_CONFIG_DIR`` are a fresh temporary folder per attempt, so the CLI never
   reads the user's ``~/.claude.json``, ``~/.claude/settings.json``, memory or plugins, and leaves
   nothing behind (its session files and MCP logs go there). The stdio MCP servers keep the
-  user's ``HOME`` (their caches: ``npx``, ``uvx``), unless the variant sets one.
+  user's ``HOME`` (their caches: ``npx``, ``uvx``), unless the variant sets one, and so does
+  npm's cache (``npm_config_cache``) for a ``command`` that runs the CLI through ``npx``.
 - ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` (no telemetry, error reports, feedback prompts)
   and ``DISABLE_AUTOUPDATER=1``.
 - The MCP servers are connected *before* the first model request: ``MCP_CONNECTION_NONBLOCKING=
@@ -210,6 +211,9 @@ class ClaudeCodeClient:
         env = {**os.environ, "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude"), **_QUIET,
                "MCP_CONNECTION_NONBLOCKING": "false", "MCP_TIMEOUT": wait_ms,
                "CLAUDE_CODE_MCP_STARTUP_WAIT_MS": wait_ms}
+        user_home = os.environ.get("HOME")
+        if user_home and "npm_config_cache" not in os.environ:
+            env["npm_config_cache"] = str(Path(user_home) / ".npm")  # `npx … claude-code` keeps its cache
         if s.providerRetries is not None:
             env["CLAUDE_CODE_MAX_RETRIES"] = str(s.providerRetries)
         return {**env, **s.env, **secrets}
