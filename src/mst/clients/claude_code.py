@@ -30,7 +30,8 @@ changelog name every variable used):
   references in the ``--mcp-config`` file are expanded by Claude Code from its environment, so
   secrets stay out of the file and out of argv).
 
-Endings (README, "Endings and what counts"), decided here:
+Endings (docs/endings.md; the same table for users is in README, "Evaluate your MCP server"),
+decided here:
 
 ==========================================================  =======================================
 what happened                                               ending
@@ -84,6 +85,7 @@ from mst.clients.base import AttemptOutcome, AttemptRequest, TranscriptRecorder
 from mst.config.models import HttpServer, StdioServer, VariantConfig
 from mst.endings import COMPLETED, Ending, EndingException, Infrastructure, Trial, to_json
 from mst.session.events import SESSION_RESULT, USER_MESSAGE
+from mst.session.redact import Redactor
 
 __all__ = ["CONFIG_FILE", "NAME", "ClaudeCodeClient", "ClaudeCodeSettings", "mcp_config", "split_tool"]
 
@@ -165,9 +167,7 @@ def mcp_config(
 
 
 def _scrub(ending: Ending, secrets: Mapping[str, str]) -> Ending:
-    if isinstance(ending, Infrastructure):
-        return Infrastructure(ending.what, _cli.redact(ending.why, secrets), ending.retryable)
-    return ending if ending.detail is None else Trial(ending.outcome, _cli.redact(ending.detail, secrets))
+    return Redactor.of(secrets).ending(ending)
 
 
 class ClaudeCodeClient:

@@ -1,8 +1,9 @@
-"""Canonical transcript events, transcript I/O and redaction (seed 002 §2)."""
+"""Canonical transcript events, transcript I/O and redaction (docs/graders.md, "The contract")."""
 
 from mst.session.events import (
     ASSISTANT_MESSAGE,
     MODEL_REQUEST,
+    MODEL_RETRY,
     PHASE_AGENT,
     PHASE_GRADING,
     PHASE_JUDGE,
@@ -22,6 +23,7 @@ from mst.session.redact import NO_REDACTION, Redactor
 __all__ = [
     "ASSISTANT_MESSAGE",
     "MODEL_REQUEST",
+    "MODEL_RETRY",
     "NO_REDACTION",
     "PHASE_AGENT",
     "PHASE_GRADING",
