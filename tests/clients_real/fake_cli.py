@@ -136,7 +136,10 @@ def main() -> None:
         else:
             thread_id = obj.get("thread_id", thread_id)
             if cli == "claude" and obj.get("type") == "system" and obj.get("subtype") == "init":
-                obj["mcp_servers"] = [{"name": n, "status": s} for n, s in seen["servers"].items()]
+                # A server the recording lists keeps its recorded status, unless its config is broken.
+                recorded = {m.get("name"): m.get("status") for m in obj.get("mcp_servers") or []}
+                obj["mcp_servers"] = [{"name": n, "status": s if s == "failed" else recorded.get(n, s)}
+                                      for n, s in seen["servers"].items()]
             print(json.dumps(obj).replace("{prompt}", prompt.strip().replace('"', "'")), flush=True)
 
 

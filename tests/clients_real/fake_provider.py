@@ -160,7 +160,7 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
             fake.record(Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-            anthropic = self.path.rstrip("/").endswith("/messages")
+            anthropic = self.path.partition("?")[0].rstrip("/").endswith("/messages")
             model = str(body.get("model", ""))
             turn = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
             step = fake.step_for(model, turn)

@@ -1,4 +1,5 @@
-"""Helpers for the real-parts client tests: fake CLIs on PATH, attempt requests, process checks.
+"""Helpers for the real-parts client tests: fake CLIs on PATH, attempt requests, process checks,
+``mst run`` end to end with the canary key watched.
 
 Imported as a module (not a conftest) so its names cannot clash with other test packages.
 """
@@ -6,11 +7,15 @@ Imported as a module (not a conftest) so its names cannot clash with other test 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
+
+from tests.helpers import load
 
 from mst.clients.base import AttemptOutcome, AttemptRequest, TranscriptRecorder
 from mst.config.models import VariantConfig
@@ -96,3 +101,46 @@ def cmdlines_with(needle: str) -> list[str]:
         if raw in cmd:
             hits.append(cmd.replace(b"\0", b" ").decode(errors="replace"))
     return hits
+
+
+def run_mst_watching_argv(
+    cwd: Path, eval_path: Path, env: Mapping[str, str], poll_s: float = 0.02,
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """``mst run`` as a user runs it, with ``secrets.env`` in ``cwd`` as its secrets file. While it
+    runs, every live process's command line is scanned for the canary key: the second value is
+    each one that held it (a secret must never reach argv, so it must come back empty)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mst", "run", str(eval_path), "--runs-dir", "runs", "--secrets-file", "secrets.env"],
+        cwd=cwd, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    in_argv: list[str] = []
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < deadline:
+        in_argv += cmdlines_with(CANARY)
+        time.sleep(poll_s)
+    out, err = proc.communicate(timeout=30)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), in_argv
+
+
+def check_stored_endings(
+    run: Path, expected: Mapping[str, Mapping[str, Any]],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """No file of ``run`` holds the canary key, and each variant's one attempt is stored with the
+    ending ``expected`` names for it (its subset of the ending's fields), in ``run.json`` and
+    ``summary.json`` alike. Returns the attempts and the summary's variants, by variant id."""
+    for file in run.rglob("*"):
+        if file.is_file():
+            assert CANARY.encode() not in file.read_bytes(), file
+    attempts = {a["variant"]: a for a in load(run / "run.json")["attempts"]}
+    summary = {v["id"]: v for v in load(run / "summary.json")["variants"]}
+    for vid, want in expected.items():
+        ending = attempts[vid]["ending"]
+        assert {k: ending.get(k) for k in want} == want, (vid, ending)
+        if want["kind"] == "infrastructure":
+            assert attempts[vid]["infrastructureError"].startswith(want["what"] + ": "), vid
+            assert summary[vid]["infrastructure"]["byWhat"] == {want["what"]: 1}, vid
+            assert summary[vid]["cases"]["incomplete"] == 1, vid
+            assert bool(summary[vid]["needsFix"]) is (not want["retryable"]), vid
+        else:
+            assert attempts[vid]["infrastructureError"] is None, vid
+            assert summary[vid]["trials"]["outcomes"] == {want["outcome"]: 1}, vid
+    return attempts, summary

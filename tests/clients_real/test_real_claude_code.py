@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_helpers import CANARY, REPO, SERVER, fake_clis_on_path, of_type, run, variant
+from real_helpers import CANARY, HERE, REPO, SERVER, TINY_SERVER, fake_clis_on_path, of_type, run, variant
 
-from mst.clients.claude_code import CONFIG_FILE, ClaudeCodeClient, split_tool
+from mst.clients.claude_code import CONFIG_FILE, ClaudeCodeClient, mcp_config, split_tool
+from mst.config.models import StdioServer
 from mst.endings import COMPLETED, Infrastructure, Trial
 
 SERVERS = {"store": {"command": "python", "args": [str(SERVER)], "env": {"STORE_TOKEN": "${STORE_KEY}"}}}
@@ -134,3 +135,121 @@ def test_tool_names_split_into_server_and_tool() -> None:
     assert split_tool("mcp__my__srv__do_it", ["my__srv", "my"]) == ("my__srv", "do_it")
     assert split_tool("mcp__other__x", ["store"]) == ("other", "x")
     assert split_tool("Bash", ["store"]) == (None, "Bash")
+
+
+# -- sessions recorded from the real CLI (record_claude_streams.py) ------------------------------
+
+TINY = {"tiny": {"command": "python", "args": [str(TINY_SERVER)]}}
+REAL = HERE / "streams" / "claude"
+
+
+def _real(name: str) -> list[str]:
+    return (REAL / f"{name}.jsonl").read_text().splitlines()
+
+
+def _scenario(tmp: Path, monkeypatch: pytest.MonkeyPatch, lines: list[str]) -> None:
+    path = tmp / "scenario.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv("FAKE_SCENARIO", str(path))
+
+
+async def test_real_session_records_each_request_with_its_final_usage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_SCENARIO", "real_ok")
+    outcome, events = await run(claude(servers=TINY), tmp_path, secrets=SECRETS)
+    assert outcome.ending == COMPLETED and outcome.answer == "42 claw hammers are in stock."
+    # The assistant lines say output_tokens 1 (printed before the final count); the requests do not.
+    assert all('"output_tokens":1}' in line for line in _real("real_ok") if line.startswith('{"type":"assistant"'))
+    requests = of_type(events, "model.request")
+    assert [r["outputTokens"] for r in requests] == [9, 9]
+    assert sum(r["inputTokens"] for r in requests) == outcome.usage["inputTokens"]
+    assert sum(r["outputTokens"] for r in requests) == outcome.usage["outputTokens"]
+    assert [e["type"] for e in events][1:] == [
+        "user.message", "model.request", "assistant.message", "tool.execution_start", "tool.execution_complete",
+        "model.request", "assistant.message", "session.result"]
+    assert of_type(events, "tool.execution_complete")[0]["output"] == "42"
+
+
+async def test_a_request_whose_final_count_never_came_has_no_output_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _scenario(tmp_path, monkeypatch, [line for line in _real("real_ok") if '"type":"message_delta"' not in line])
+    outcome, events = await run(claude(servers=TINY), tmp_path, secrets=SECRETS)
+    requests = of_type(events, "model.request")
+    assert len(requests) == 2 and all("outputTokens" not in r and r["inputTokens"] > 0 for r in requests)
+    assert outcome.usage["outputTokens"] == 18  # the result line's total is still complete
+
+
+async def test_real_rate_limit_after_retries_is_provider_api_with_the_retries_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_SCENARIO", "real_rate_limit")
+    outcome, events = await run(claude(servers={}), tmp_path, secrets=SECRETS)
+    ending = outcome.ending
+    assert isinstance(ending, Infrastructure) and (ending.what, ending.retryable) == ("provider-api", True)
+    assert "HTTP 429" in ending.why and "Request rejected (429)" in ending.why and "2 of 2 retries" in ending.why
+    retries = of_type(events, "model.retry")
+    assert [(r["attempt"], r["maxRetries"], r["status"], r["error"]) for r in retries] == [
+        (1, 2, 429, "rate_limit"), (2, 2, 429, "rate_limit")]
+
+
+async def test_time_limit_while_the_cli_retries_is_the_provider_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = _real("real_rate_limit")
+    _scenario(tmp_path, monkeypatch, [*lines[:3], '{"_fake": "sleep", "seconds": 30}'])
+    outcome, _ = await run(claude({"timeLimitSeconds": 0.5}, servers={}), tmp_path, secrets=SECRETS)
+    ending = outcome.ending
+    assert isinstance(ending, Infrastructure) and (ending.what, ending.retryable) == ("provider-api", True), ending
+    assert "still retrying" in ending.why and "HTTP 429" in ending.why
+
+
+@pytest.mark.parametrize(
+    ("scenario", "expected"),
+    [
+        ("real_refused", Infrastructure("network", "", True)),
+        ("real_context_first", Infrastructure("setup", "", False)),
+        ("real_turn_limit", Trial("turn-limit")),
+    ],
+)
+async def test_real_sessions_end_as_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str, expected: Trial | Infrastructure
+) -> None:
+    monkeypatch.setenv("FAKE_SCENARIO", scenario)
+    outcome, _ = await run(claude(servers=TINY), tmp_path, secrets=SECRETS)
+    ending = outcome.ending
+    if isinstance(expected, Trial):
+        assert isinstance(ending, Trial) and ending.outcome == expected.outcome, ending
+    else:
+        assert isinstance(ending, Infrastructure) and (ending.what, ending.retryable) == (
+            expected.what, expected.retryable), ending
+
+
+async def test_a_server_still_pending_at_init_is_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_SCENARIO", "real_pending")
+    outcome, events = await run(claude({"mcpStartupSeconds": 5}, servers=TINY), tmp_path, secrets=SECRETS)
+    assert outcome.ending == Infrastructure(
+        "setup", "MCP server 'tiny' did not start: it did not connect within 5 s (mcpStartupSeconds)", False)
+    assert of_type(events, "model.request") == []  # stopped at the init line
+
+
+async def test_the_cli_gets_a_private_home_a_quiet_environment_and_waits_for_its_servers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_CONNECTION_NONBLOCKING", "true")  # the user's own setting must not win
+    client = claude({"mcpStartupSeconds": 7.5, "providerRetries": 3})
+    env = client.environment(tmp_path / "home", {"ANTHROPIC_API_KEY": "k"})
+    assert (env["HOME"], env["CLAUDE_CONFIG_DIR"]) == (str(tmp_path / "home"), str(tmp_path / "home" / ".claude"))
+    assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1" and env["DISABLE_AUTOUPDATER"] == "1"
+    assert (env["MCP_CONNECTION_NONBLOCKING"], env["MCP_TIMEOUT"], env["CLAUDE_CODE_MCP_STARTUP_WAIT_MS"]) == (
+        "false", "7500", "7500")
+    assert env["CLAUDE_CODE_MAX_RETRIES"] == "3" and env["ANTHROPIC_API_KEY"] == "k"
+    assert "CLAUDE_CODE_MAX_RETRIES" not in claude().environment(tmp_path, {})
+    monkeypatch.setenv("HOME", "/home/me")
+    monkeypatch.delenv("npm_config_cache", raising=False)
+    assert claude().environment(tmp_path, {})["npm_config_cache"] == "/home/me/.npm"
+    # The stdio servers keep the user's HOME (their caches), unless the variant sets one.
+    config = mcp_config({"a": StdioServer(command="x"), "b": StdioServer(command="x", env={"HOME": "/srv"})},
+                        REPO, {}, "/home/me")
+    assert [config["mcpServers"][n]["env"]["HOME"] for n in "ab"] == ["/home/me", "/srv"]

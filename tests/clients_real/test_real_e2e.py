@@ -11,18 +11,16 @@ test reads every process's argv from /proc, and afterwards every file of the run
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_provider import FakeProvider, context_length, drop, serve, slow, status, text, tool
-from real_helpers import BIN, CANARY, cmdlines_with, fake_cli_env
+from real_helpers import BIN, CANARY, check_stored_endings, fake_cli_env, run_mst_watching_argv
 from tests.clients.clients_helpers import free_port, start_http_server, stop
-from tests.helpers import load, only_run, write_eval
+from tests.helpers import only_run, write_eval
 
 SETUP = {"kind": "infrastructure", "what": "setup", "retryable": False}
 # variant id -> (its settings, the ending it must be stored with)
@@ -130,39 +128,17 @@ def test_every_ending_end_to_end_and_the_key_never_leaks(tmp_path: Path, fake: F
         env = {**os.environ, "COLUMNS": "160", **fake_cli_env()}
         env.pop("OPENAI_API_KEY", None)
         env.pop("ANTHROPIC_API_KEY", None)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mst", "run", str(path), "--runs-dir", "runs", "--secrets-file", "secrets.env"],
-            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        in_argv: list[str] = []
-        deadline = time.monotonic() + 240
-        while proc.poll() is None and time.monotonic() < deadline:
-            in_argv += cmdlines_with(CANARY)
-            time.sleep(0.02)
-        out, err = proc.communicate(timeout=30)
+        done, in_argv = run_mst_watching_argv(tmp_path, path, env)
+        out, err = done.stdout, done.stderr
     finally:
         stop(server)
     assert in_argv == [], in_argv
-    assert proc.returncode == 3, out + err  # incomplete cases remain: the infrastructure failures
+    assert done.returncode == 3, out + err  # incomplete cases remain: the infrastructure failures
     assert CANARY not in out + err
     # The key did reach the provider: it was used, and kept out of everything else.
     assert any(CANARY in r.headers.get("authorization", "") + r.headers.get("x-api-key", "") for r in fake.requests)
     run = only_run(tmp_path / "runs")
-    for file in run.rglob("*"):
-        if file.is_file():
-            assert CANARY.encode() not in file.read_bytes(), file
-    attempts = {a["variant"]: a for a in load(run / "run.json")["attempts"]}
-    summary = {v["id"]: v for v in load(run / "summary.json")["variants"]}
-    for vid, (_, expected) in VARIANTS.items():
-        ending = attempts[vid]["ending"]
-        assert {k: ending[k] for k in expected} == expected, (vid, ending)
-        if expected["kind"] == "infrastructure":
-            assert attempts[vid]["infrastructureError"].startswith(expected["what"] + ": ")
-            assert summary[vid]["infrastructure"]["byWhat"] == {expected["what"]: 1}, vid
-            assert summary[vid]["cases"]["incomplete"] == 1
-            assert bool(summary[vid]["needsFix"]) is (not expected["retryable"]), vid
-        else:
-            assert attempts[vid]["infrastructureError"] is None
-            assert summary[vid]["trials"]["outcomes"] == {expected["outcome"]: 1}, vid
+    attempts, summary = check_stored_endings(run, {vid: expected for vid, (_, expected) in VARIANTS.items()})
     for vid in ("openai-ok", "anthropic-ok", "claude-ok", "codex-ok", "command-transcript"):
         assert summary[vid]["cases"]["passed"] == 1, (vid, summary[vid])
     # The command's own canonical transcript became the attempt's transcript.

@@ -69,6 +69,13 @@ def test_retry_events_of_other_phases_are_not_the_agents() -> None:
     assert grade(session)["retries"]["value"] == 0.0
 
 
+def test_a_clients_model_retry_is_not_an_mcp_retry() -> None:
+    # model.retry: the client retried a provider request (session/events.py); its attempt > 1 is no MCP retry.
+    retry = ev("model.retry", {"attempt": 2, "maxRetries": 10, "status": 429, "error": "rate_limit"})
+    session = [*call("1", "a"), retry, ev("mcp.event", {"event": "connected"}), result()]
+    assert grade(session)["retries"]["value"] == 0.0
+
+
 # 3. Lempel-Ziv complexity in [0, 1], low for a single repeated symbol.
 
 

@@ -3,6 +3,7 @@
 from mst.session.events import (
     ASSISTANT_MESSAGE,
     MODEL_REQUEST,
+    MODEL_RETRY,
     PHASE_AGENT,
     PHASE_GRADING,
     PHASE_JUDGE,
@@ -22,6 +23,7 @@ from mst.session.redact import NO_REDACTION, Redactor
 __all__ = [
     "ASSISTANT_MESSAGE",
     "MODEL_REQUEST",
+    "MODEL_RETRY",
     "NO_REDACTION",
     "PHASE_AGENT",
     "PHASE_GRADING",

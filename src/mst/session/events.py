@@ -1,7 +1,19 @@
 """Canonical transcript events: the unified session graders read (docs/graders.md).
 
 Events stay plain dicts end to end: a transcript of a million events must not pay for a model
-object per event. This module names the fields and builds the events mst's own clients write.
+object per event. This module names the fields and builds the events mst's own clients write:
+
+- ``session.format`` (``version``): the first line of every transcript mst writes.
+- ``user.message`` (``content``) and ``assistant.message`` (``content``, ``toolCalls``).
+- ``model.request`` (``model``, ``requestIndex``, ``inputTokens``, ``outputTokens``,
+  ``totalTokens``): one per model response, with its final token counts, never a partial one.
+- ``model.retry`` (``attempt``, ``maxRetries``, ``delayMs``, ``status``, ``error``): the client
+  program retried a failed model request on its own (Claude Code's ``system/api_retry`` lines).
+  It is a provider retry, not an MCP one: the ``retries`` grader counts only ``mcp.*`` events.
+- ``tool.execution_start`` (``toolCallId``, ``toolName``, ``input``, ``mcpServerName``) and
+  ``tool.execution_complete`` (the same ids, ``success``, ``output`` or ``error``, ``durationMs``).
+- ``session.result`` (``answer``, ``outcome``, ``ending``, ``usage``, ``durationMs``, ``turns``):
+  the last line.
 """
 
 from __future__ import annotations
@@ -25,6 +37,7 @@ SESSION_FORMAT: Final = "session.format"
 USER_MESSAGE: Final = "user.message"
 ASSISTANT_MESSAGE: Final = "assistant.message"
 MODEL_REQUEST: Final = "model.request"
+MODEL_RETRY: Final = "model.retry"
 TOOL_START: Final = "tool.execution_start"
 TOOL_COMPLETE: Final = "tool.execution_complete"
 SESSION_RESULT: Final = "session.result"
