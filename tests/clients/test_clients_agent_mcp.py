@@ -99,12 +99,14 @@ async def test_two_servers_with_the_same_tools_get_qualified_names(tmp_path: Pat
     assert orjson.loads(outcome.answer or "")["name"] == "Hand saw 500 mm"
 
 
-async def test_http_server_that_is_not_there_is_a_setup_failure(tmp_path: Path) -> None:
+async def test_http_server_that_is_not_there_is_a_retryable_network_failure(tmp_path: Path) -> None:
+    # Refused at start: the server may be back when `--resume` tries again (docs/mcp-servers.md).
     client = agent(servers={"gone": {"url": f"http://127.0.0.1:{free_port()}/mcp"}})
     outcome, events = await run(client, tmp_path)
+    await client.aclose()
     assert isinstance(outcome.ending, Infrastructure)
-    assert outcome.ending.what == "setup" and not outcome.ending.retryable
-    assert "'gone' did not start" in outcome.ending.why
+    assert outcome.ending.what == "network" and outcome.ending.retryable
+    assert "'gone' at http://127.0.0.1:" in outcome.ending.why and "could not be reached" in outcome.ending.why
     assert of_type(events, "model.request") == []
 
 
@@ -149,6 +151,7 @@ async def test_limits_and_cancellation_stop_stdio_servers(tmp_path: Path) -> Non
     outcome, events = await run(timed, tmp_path, metadata={"sku": "HAM-001"})
     assert isinstance(outcome.ending, Trial) and outcome.ending.outcome == "time-limit", outcome.ending
     assert len(of_type(events, "tool.execution_complete")) == 1
+    await timed.aclose()  # the attempt's server closes in the background, a pre-started spare with the client
     assert wait_gone(marker) == []
 
     # mst's deadline: the collector cancels the attempt; the server must still go away.
@@ -164,6 +167,7 @@ async def test_limits_and_cancellation_stop_stdio_servers(tmp_path: Path) -> Non
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    await stalled.aclose()
     assert wait_gone(marker) == []
 
 
@@ -173,6 +177,7 @@ async def test_many_attempts_leave_no_server_processes(tmp_path: Path) -> None:
     client = agent({"mock": SCRIPT}, servers={"store": stdio(marker)})
     outcomes = await asyncio.gather(*(run(client, tmp_path, trial=t, metadata={"sku": "HAM-001"}) for t in range(3)))
     assert [o.ending for o, _ in outcomes] == [COMPLETED] * 3
+    await client.aclose()
     assert wait_gone(marker) == []
 
 

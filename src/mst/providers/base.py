@@ -58,13 +58,26 @@ class AssistantMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class ImageData:
+    """An image a tool returned (base64, as MCP carries it), passed to models that take images."""
+
+    mime_type: str
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolResult:
-    """The result of one tool call, fed back to the model (an error is fed back too)."""
+    """The result of one tool call, fed back to the model (an error is fed back too).
+
+    ``content`` is the text the model sees; ``images`` are the result's images, which an adapter
+    passes as image content where its API accepts it (the text names each image either way).
+    """
 
     call_id: str
     name: str
     content: str
     is_error: bool = False
+    images: tuple[ImageData, ...] = ()
 
 
 Message = UserMessage | AssistantMessage | ToolResult
