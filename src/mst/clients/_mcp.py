@@ -62,6 +62,7 @@ _SAME_PYTHON: Final = frozenset({"python", "python3"})
 # the server's process group (it starts each server in a session of its own) and SIGKILLs it
 # 2 s later; past this bound the instance's task is cancelled outright.
 CLOSE_BOUND_S: Final = 10.0
+PING_TIMEOUT_S: Final = 10.0
 TASK_ONLY_REASON: Final = (
     "its execution.taskSupport is 'required' and mst's MCP client does not run MCP tasks"
 )
@@ -304,6 +305,21 @@ class ServerInstance:
         if call in done:
             return call.result()
         raise ServerGone(self._gone_reason())
+
+    async def responsive(self) -> bool:
+        """Whether the server still answers: checked before an instance is reused, since a stdio
+        server that died between attempts leaves no other trace until a call. It asks for the
+        first page of tools, past the SDK's cache (``ping`` is gone from the 2026-07-28 protocol)."""
+        client = self._client
+        if client is None or not self.alive:
+            return False
+        try:
+            async with asyncio.timeout(min(self.startup_timeout_s, PING_TIMEOUT_S)):
+                await client.list_tools(cache_mode="refresh")
+        except Exception as exc:
+            self.failure = _describe(exc)
+            return False
+        return True
 
     def _gone_reason(self) -> str:
         why = f"the MCP server {self.name!r} is no longer running"

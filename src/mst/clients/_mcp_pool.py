@@ -102,9 +102,7 @@ class ServerPool:
             while idle:
                 instance = idle.pop()
                 if instance.alive and instance.secrets == secrets:
-                    ready: _Pending = loop.create_future()
-                    ready.set_result(instance)
-                    return ready, True
+                    return loop.create_task(self._reuse(instance, secrets)), True
                 self._close_later(instance)
             return self._start(name, cfg, secrets).task, False
         spares = self._spares[name]
@@ -118,6 +116,13 @@ class ServerPool:
                 taken = spare.task
         spares.append(self._start(name, cfg, secrets))  # the next attempt's server, starting now
         return (taken, True) if taken is not None else (self._start(name, cfg, secrets).task, False)
+
+    async def _reuse(self, instance: ServerInstance, secrets: Mapping[str, str]) -> ServerInstance:
+        """An idle instance if it still answers, else (it died between attempts) a fresh one."""
+        if await instance.responsive():
+            return instance
+        self._close_later(instance)
+        return await self._start(instance.name, instance.cfg, secrets).task
 
     def _start(self, name: str, cfg: McpServer, secrets: Mapping[str, str]) -> _Starting:
         instance = ServerInstance(
