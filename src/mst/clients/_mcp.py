@@ -303,6 +303,8 @@ class ServerInstance:
                 self.tainted = True
                 call.cancel()
         if call in done:
+            if call.exception() is not None:
+                self.tainted = True  # timed out or broke mid-way: the server may still be at it
             return call.result()
         raise ServerGone(self._gone_reason())
 
