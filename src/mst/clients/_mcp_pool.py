@@ -54,6 +54,7 @@ class ServerPool:
         self._spares: dict[str, list[_Starting]] = {name: [] for name in servers}
         self._starting: set[asyncio.Task[ServerInstance]] = set()
         self._closing: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     # --- taking and giving back ---------------------------------------------------------------
 
@@ -114,8 +115,17 @@ class ServerPool:
                 self._discard(spare.task)
             else:
                 taken = spare.task
-        spares.append(self._start(name, cfg, secrets))  # the next attempt's server, starting now
-        return (taken, True) if taken is not None else (self._start(name, cfg, secrets).task, False)
+        if taken is not None:
+            spares.append(self._start(name, cfg, secrets))  # the next attempt's server, starting now
+            return taken, True
+        own = self._start(name, cfg, secrets).task
+        # The next attempt's server starts once this one is up, so the two do not compete for the CPU.
+        own.add_done_callback(lambda _: self._add_spare(name, cfg, secrets))
+        return own, False
+
+    def _add_spare(self, name: str, cfg: McpServer, secrets: Mapping[str, str]) -> None:
+        if not self._closed:
+            self._spares[name].append(self._start(name, cfg, secrets))
 
     async def _reuse(self, instance: ServerInstance, secrets: Mapping[str, str]) -> ServerInstance:
         """An idle instance if it still answers, else (it died between attempts) a fresh one."""
@@ -163,6 +173,7 @@ class ServerPool:
 
     async def aclose(self) -> None:
         """Close every server: idle ones, spares, those still starting or closing. Returns when all are gone."""
+        self._closed = True
         for idle in self._idle.values():
             while idle:
                 self._close_later(idle.pop())
