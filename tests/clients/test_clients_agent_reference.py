@@ -286,6 +286,7 @@ async def test_a_variant_server_that_died_is_replaced(tmp_path: Path, http_url: 
         [pid] = processes_with_env(marker)
         os.killpg(pid, signal.SIGKILL)
         assert wait_gone(marker) == []
+        await asyncio.sleep(0.5)  # the event loop reads the end of the dead server's stdout
         outcome, second = await run(client, tmp_path, trial=1)
         assert outcome.ending == COMPLETED and outcome.answer == "Echo: x"
         assert of_type(second, "mcp.server")[0]["instanceId"] != of_type(first, "mcp.server")[0]["instanceId"]

@@ -34,17 +34,20 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TextIO
 
+import anyio
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client._transport import ReadStream, Transport, TransportStreams
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.message import SessionMessage
 from mcp_types import CallToolResult, Implementation, Tool
 
 from mst.clients._mcp_content import convert
@@ -62,7 +65,6 @@ _SAME_PYTHON: Final = frozenset({"python", "python3"})
 # the server's process group (it starts each server in a session of its own) and SIGKILLs it
 # 2 s later; past this bound the instance's task is cancelled outright.
 CLOSE_BOUND_S: Final = 10.0
-PING_TIMEOUT_S: Final = 10.0
 TASK_ONLY_REASON: Final = (
     "its execution.taskSupport is 'required' and mst's MCP client does not run MCP tasks"
 )
@@ -203,6 +205,7 @@ class ServerInstance:
         self._stop = asyncio.Event()
         self._ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._task: asyncio.Task[None] | None = None
+        self._ended = False
 
     @property
     def transport(self) -> str:
@@ -210,7 +213,12 @@ class ServerInstance:
 
     @property
     def alive(self) -> bool:
-        return self._client is not None and self._task is not None and not self._task.done()
+        """Running and connected: a stdio server that exited, or an HTTP stream that ended, is not."""
+        return self._client is not None and not self._ended and self._task is not None and not self._task.done()
+
+    def _connection_ended(self) -> None:
+        self._ended = True
+        self.failure = self.failure or "its connection ended"
 
     async def start(self) -> None:
         """Start and initialise the server and list its tools; raise ``EndingException`` if it cannot.
@@ -277,14 +285,16 @@ class ServerInstance:
                 raise self._start_error(f"its working directory {str(params.cwd)!r} does not exist")
             # The server's stderr, kept for a start failure's reason (and a death's); gone with the instance.
             self._log = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-            client = Client(stdio_client(params, errlog=self._log), client_info=_CLIENT_INFO)
+            client = Client(_watched(stdio_client(params, errlog=self._log), self._connection_ended),
+                            client_info=_CLIENT_INFO)
         else:
             assert isinstance(cfg, HttpServer)
             headers = {
                 k: expand_secrets(v, secrets, f"mcpServers.{self.name}.headers.{k}") for k, v in cfg.headers.items()
             }
             http = await stack.enter_async_context(create_mcp_http_client(headers=headers or None))
-            client = Client(streamable_http_client(cfg.url, http_client=http), client_info=_CLIENT_INFO)
+            client = Client(_watched(streamable_http_client(cfg.url, http_client=http), self._connection_ended),
+                            client_info=_CLIENT_INFO)
         return await stack.enter_async_context(client)
 
     async def call(
@@ -307,21 +317,6 @@ class ServerInstance:
                 self.tainted = True  # timed out or broke mid-way: the server may still be at it
             return call.result()
         raise ServerGone(self._gone_reason())
-
-    async def responsive(self) -> bool:
-        """Whether the server still answers: checked before an instance is reused, since a stdio
-        server that died between attempts leaves no other trace until a call. It asks for the
-        first page of tools, past the SDK's cache (``ping`` is gone from the 2026-07-28 protocol)."""
-        client = self._client
-        if client is None or not self.alive:
-            return False
-        try:
-            async with asyncio.timeout(min(self.startup_timeout_s, PING_TIMEOUT_S)):
-                await client.list_tools(cache_mode="refresh")
-        except Exception as exc:
-            self.failure = _describe(exc)
-            return False
-        return True
 
     def _gone_reason(self) -> str:
         why = f"the MCP server {self.name!r} is no longer running"
@@ -352,6 +347,46 @@ class ServerInstance:
                 # else: the task's own end (it recorded why already)
         if self._log is not None:
             self._log.close()
+
+
+class _WatchedRead:
+    """A transport's read stream that reports its end: how mst learns, without a round trip, that a
+    server is gone (a stdio server's stdout closed, an HTTP session's stream ended)."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _WatchedRead:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _WatchedRead:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+@asynccontextmanager
+async def _watched(transport: Transport, on_end: Callable[[], None]) -> AsyncIterator[TransportStreams]:
+    async with transport as (read, write):
+        yield _WatchedRead(read, on_end), write
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,7 +103,9 @@ class ServerPool:
             while idle:
                 instance = idle.pop()
                 if instance.alive and instance.secrets == secrets:
-                    return loop.create_task(self._reuse(instance, secrets)), True
+                    ready: _Pending = loop.create_future()
+                    ready.set_result(instance)
+                    return ready, True
                 self._close_later(instance)
             return self._start(name, cfg, secrets).task, False
         spares = self._spares[name]
@@ -119,20 +121,14 @@ class ServerPool:
             spares.append(self._start(name, cfg, secrets))  # the next attempt's server, starting now
             return taken, True
         own = self._start(name, cfg, secrets).task
-        # The next attempt's server starts once this one is up, so the two do not compete for the CPU.
-        own.add_done_callback(lambda _: self._add_spare(name, cfg, secrets))
+        # The next attempt's server starts once this one is up, so the two do not compete for the CPU
+        # (and a server that fails to start is not started twice per attempt).
+        own.add_done_callback(lambda done: self._add_spare(done, name, cfg, secrets))
         return own, False
 
-    def _add_spare(self, name: str, cfg: McpServer, secrets: Mapping[str, str]) -> None:
-        if not self._closed:
+    def _add_spare(self, own: _Pending, name: str, cfg: McpServer, secrets: Mapping[str, str]) -> None:
+        if not self._closed and not own.cancelled() and own.exception() is None:
             self._spares[name].append(self._start(name, cfg, secrets))
-
-    async def _reuse(self, instance: ServerInstance, secrets: Mapping[str, str]) -> ServerInstance:
-        """An idle instance if it still answers, else (it died between attempts) a fresh one."""
-        if await instance.responsive():
-            return instance
-        self._close_later(instance)
-        return await self._start(instance.name, instance.cfg, secrets).task
 
     def _start(self, name: str, cfg: McpServer, secrets: Mapping[str, str]) -> _Starting:
         instance = ServerInstance(
