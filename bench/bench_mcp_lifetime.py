@@ -16,6 +16,7 @@ With ``--tool-call`` every attempt calls server-everything's ``echo`` once (reje
 the variant has no server). The server comes from the test tool cache (``tests/realtools.py``).
 
     .venv/bin/python bench/bench_mcp_lifetime.py [--attempts 200] [--concurrency 4] [--tool-call]
+        [--repeat 3] [--configs none,variant,attempt]
 
 Figures: ``bench/README.md`` ("MCP server lifetime").
 """
@@ -84,6 +85,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--tool-call", action="store_true")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated, from: " + ", ".join(CONFIGS))
     parser.add_argument("--worker", choices=CONFIGS)
     parser.add_argument("--server")
     args = parser.parse_args()
@@ -94,9 +96,11 @@ def main() -> None:
     from tests.realtools import tool
 
     server = str(tool("server-everything"))
-    results: dict[str, list[dict[str, Any]]] = {c: [] for c in CONFIGS}
+    configs = [c for c in args.configs.split(",") if c]
+    assert "none" in configs and set(configs) <= set(CONFIGS), f"--configs must include none, from {CONFIGS}"
+    results: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
     for _ in range(args.repeat):
-        for config in CONFIGS:  # interleaved, so a drift in the machine's speed hits all alike
+        for config in configs:  # interleaved, so a drift in the machine's speed hits all alike
             argv = [sys.executable, __file__, "--worker", config, "--attempts", str(args.attempts),
                     "--concurrency", str(args.concurrency), "--server", server]
             if args.tool_call:

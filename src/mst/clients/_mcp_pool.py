@@ -67,7 +67,8 @@ class ServerPool:
         pending: list[tuple[str, _Pending, bool]] = [
             (name, *self._take(name, cfg, secrets)) for name, cfg in self.servers.items()]
         try:
-            await asyncio.wait([future for _, future, _ in pending])
+            if not all(future.done() for _, future, _ in pending):  # reused servers are ready at once
+                await asyncio.wait([future for _, future, _ in pending])
         except BaseException:  # cancelled (mst's deadline): these servers will serve no one
             for _, future, _ in pending:
                 future.cancel()
