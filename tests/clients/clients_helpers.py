@@ -11,7 +11,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +162,14 @@ def start_everything_http(port: int, marker: str = "") -> subprocess.Popen[bytes
 
     env = {"PORT": str(port), **({"MST_TEST_MARKER": marker} if marker else {})}
     return start_http_server(port, [str(tool("server-everything")), "streamableHttp"], env)
+
+
+@contextmanager
+def serving(start: Callable[[int], subprocess.Popen[bytes]] = start_http_server) -> Iterator[str]:
+    """The URL of an HTTP MCP server started on a free port for the block, stopped after it."""
+    port = free_port()
+    proc = start(port)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        stop(proc)

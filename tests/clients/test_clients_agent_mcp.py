@@ -23,8 +23,7 @@ from clients_helpers import (
     processes_with_env,
     request,
     run,
-    start_http_server,
-    stop,
+    serving,
     wait_gone,
 )
 
@@ -47,12 +46,8 @@ def stdio(marker: str | None = None, **extra: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
-    port = free_port()
-    proc = start_http_server(port)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        stop(proc)
+    with serving() as url:
+        yield url
 
 
 def check_store_transcript(events: list[dict[str, Any]], server: str) -> None:

@@ -27,6 +27,7 @@ from clients_helpers import (
     processes_with_env,
     request,
     run,
+    serving,
     start_everything_http,
     stop,
     wait_gone,
@@ -42,12 +43,8 @@ BLOB_1 = "Resource 1: This is a base64 blob"
 
 @pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
-    port = free_port()
-    proc = start_everything_http(port)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        stop(proc)
+    with serving(start_everything_http) as url:
+        yield url
 
 
 def everything(transport: str, http_url: str, marker: str = "", **extra: Any) -> dict[str, Any]:
@@ -214,6 +211,8 @@ async def test_server_killed_mid_call_is_a_tool_failure_and_nothing_else_is_lost
     long_call, after = of_type(events, "tool.execution_complete")
     assert long_call["success"] is False and "tool call failed" in long_call["error"]
     assert after["success"] is False and "rejected" not in after
+    if transport == "stdio":  # its stdout closed: mst knows the server is gone and says so at once
+        assert "the MCP server 'e' is no longer running" in after["error"] and after["durationMs"] < 1000
     # The attempt beside it, on another server, never noticed.
     assert other.ending == COMPLETED and other.answer == "The sum of 2 and 3 is 5."
     assert wait_gone(marker) == []

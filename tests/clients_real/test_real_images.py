@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from fake_provider import FakeProvider, serve, text, tool
-from tests.clients.clients_helpers import free_port, of_type, run, start_everything_http, stop, variant
+from tests.clients.clients_helpers import of_type, run, serving, start_everything_http, variant
 
 from mst.clients.agent import AgentClient, AgentSettings
 from mst.endings import COMPLETED
@@ -27,12 +27,8 @@ def fake() -> Iterator[FakeProvider]:
 
 @pytest.fixture(scope="module")
 def everything_url() -> Iterator[str]:
-    port = free_port()
-    proc = start_everything_http(port)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        stop(proc)
+    with serving(start_everything_http) as url:
+        yield url
 
 
 async def _attempt(fake: FakeProvider, tmp: Path, model: str, url: str) -> tuple[list[dict[str, Any]], Any]:

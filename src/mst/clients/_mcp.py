@@ -302,7 +302,7 @@ class ServerInstance:
     ) -> CallToolResult:
         """Call a tool; raise :class:`ServerGone` when the server's connection ends first."""
         client, host = self._client, self._task
-        if client is None or host is None or host.done():
+        if client is None or host is None or not self.alive:
             raise ServerGone(self._gone_reason())
         call = asyncio.ensure_future(
             client.call_tool(tool, arguments, read_timeout_seconds=timeout_s, progress_callback=progress))
@@ -315,6 +315,8 @@ class ServerInstance:
         if call in done:
             if call.exception() is not None:
                 self.tainted = True  # timed out or broke mid-way: the server may still be at it
+                if self._ended:  # the server went away under the call: say so, with its stderr
+                    raise ServerGone(self._gone_reason())
             return call.result()
         raise ServerGone(self._gone_reason())
 
