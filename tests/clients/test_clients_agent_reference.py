@@ -173,6 +173,7 @@ async def _kill_when_called(events: list[Event], marker: str, pids: list[int]) -
             pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_server_killed_mid_call_is_a_tool_failure_and_nothing_else_is_lost(
     tmp_path: Path, http_url: str, transport: str
@@ -218,6 +219,7 @@ async def test_server_killed_mid_call_is_a_tool_failure_and_nothing_else_is_lost
     assert wait_gone(marker) == []
 
 
+@pytest.mark.slow
 async def test_slow_tool_against_the_deadline_and_closing_after_the_answer(tmp_path: Path, http_url: str) -> None:
     marker = f"mst-test-{uuid.uuid4()}"
     # mst's deadline (the collector's timeout around the attempt) fires during a slow call.
@@ -248,6 +250,7 @@ async def test_slow_tool_against_the_deadline_and_closing_after_the_answer(tmp_p
     assert processes_with_env(marker) == []
 
 
+@pytest.mark.slow
 async def test_lifetime_variant_reuses_one_server_and_attempt_lifetime_starts_ahead(
     tmp_path: Path, http_url: str
 ) -> None:
