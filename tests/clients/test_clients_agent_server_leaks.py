@@ -11,13 +11,14 @@ starts cost seconds, not minutes.
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clients_helpers import processes_with_env
+from clients_helpers import agent, processes_with_env, run, wait_gone
 from tests.helpers import basic_eval, write_eval
 
 from mst.collect import Collector, all_attempts
@@ -65,3 +66,19 @@ async def test_500_attempts_ending_every_way_leave_no_server_process(tmp_path: P
     assert set(routes) <= {*expected.items(), *((v, "deadline") for v in expected)}, routes
     assert all(routes[(v, ending)] >= 75 for v, ending in expected.items()), routes
     assert left == []
+
+
+async def test_what_a_server_leaves_running_is_killed_with_it(tmp_path: Path) -> None:
+    # The server exits as soon as its stdin ends, so the SDK never signals its process group; the
+    # helper it started in the background (a `sleep`, holding the server's stderr) must not survive.
+    marker = f"mst-leak-{uuid.uuid4()}"
+    server = {"command": "sh", "args": ["-c", f"sleep 300 & exec {sys.executable} {TINY}"],
+              "env": {"MST_LEAK_MARKER": marker}, "lifetime": "variant"}
+    client = agent({"mock": {"steps": ECHO, "answer": "{result}"}}, servers={"tiny": server})
+    try:
+        outcome, _ = await run(client, tmp_path)
+        assert outcome.answer == "hi", outcome.ending
+        assert len(processes_with_env(marker)) == 2  # the server and its helper
+    finally:
+        await client.aclose()
+    assert wait_gone(marker, timeout_s=2) == []

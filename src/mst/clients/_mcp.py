@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -331,24 +333,54 @@ class ServerInstance:
 
     async def aclose(self) -> None:
         """Stop the server, bounded: ask the task to leave its session (the SDK's transport then
-        stops the process group), cancel it if it is still starting or overstays
-        :data:`CLOSE_BOUND_S`, and release the stderr log. Never raises."""
+        stops the process), cancel it if it is still starting or overstays :data:`CLOSE_BOUND_S`,
+        kill whatever the server left running, and release the stderr log. Never raises."""
         self._stop.set()
         task = self._task
-        if task is not None:
-            if not self._ready.done():
-                task.cancel()  # still starting: there is no session to leave politely
-            try:
-                await asyncio.wait_for(asyncio.shield(task), CLOSE_BOUND_S)
-            except TimeoutError:
-                task.cancel()
-                await asyncio.wait({task}, timeout=CLOSE_BOUND_S)
-            except BaseException:
-                if not task.done():
-                    raise  # this close itself was cancelled
-                # else: the task's own end (it recorded why already)
-        if self._log is not None:
-            self._log.close()
+        try:
+            if task is not None:
+                if not self._ready.done():
+                    task.cancel()  # still starting: there is no session to leave politely
+                try:
+                    await asyncio.wait_for(asyncio.shield(task), CLOSE_BOUND_S)
+                except TimeoutError:
+                    task.cancel()
+                    await asyncio.wait({task}, timeout=CLOSE_BOUND_S)
+                except BaseException:
+                    if not task.done():
+                        raise  # this close itself was cancelled
+                    # else: the task's own end (it recorded why already)
+        finally:
+            if self._log is not None:
+                _kill_holders(self._log)
+                self._log.close()
+
+
+def _kill_holders(log: TextIO) -> None:
+    """SIGKILL every process still writing its stderr to ``log``: what a stdio server left behind.
+
+    The SDK's transport kills the server's process group only when the server itself outlives
+    its 2 s grace; a server that exits at once on the end of its stdin leaves its children (a
+    wrapper's worker, a background helper) running. They inherited the server's stderr, which is
+    this instance's own unlinked temporary file, so matching that file's inode in
+    ``/proc/*/fd/2`` finds exactly them — whatever group or session they moved to — and nothing
+    else. Linux only (elsewhere there is no ``/proc`` and this does nothing).
+    """
+    try:
+        own = os.fstat(log.fileno())
+        entries = os.listdir("/proc")
+    except (OSError, ValueError):
+        return
+    me = str(os.getpid())
+    for entry in entries:
+        if not entry.isdigit() or entry == me:
+            continue
+        try:
+            fd2 = os.stat(f"/proc/{entry}/fd/2")
+            if (fd2.st_dev, fd2.st_ino) == (own.st_dev, own.st_ino):
+                os.kill(int(entry), signal.SIGKILL)
+        except OSError:
+            continue  # gone meanwhile, or not ours to look at
 
 
 class _WatchedRead:
