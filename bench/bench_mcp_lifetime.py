@@ -57,7 +57,7 @@ def _eval(config: str, attempts: int, concurrency: int, tool_call: bool, server:
 
 def worker(config: str, attempts: int, concurrency: int, tool_call: bool, server: str) -> dict[str, Any]:
     from mst.collect import Collector, all_attempts
-    from mst.resolve import resolve_eval
+    from mst.config.resolve import resolve_eval
     from mst.session.redact import Redactor
 
     t0 = _cpu()

@@ -28,6 +28,7 @@ from clients_helpers import (
 )
 
 from mst.endings import COMPLETED, Infrastructure, Trial
+from mst.session.lookups import create_session_lookups
 
 SCRIPT: dict[str, Any] = {
     "steps": [
@@ -92,6 +93,22 @@ async def test_two_servers_with_the_same_tools_get_qualified_names(tmp_path: Pat
     [start] = of_type(events, "tool.execution_start")
     assert (start["toolName"], start["mcpServerName"]) == ("get_item", "b")
     assert orjson.loads(outcome.answer or "")["name"] == "Hand saw 500 mm"
+
+
+async def test_lookups_read_the_calls_mst_rejected(tmp_path: Path, http_url: str) -> None:
+    # The agent client's events, read by the grading side (the shared session lookups): a call to
+    # a tool no server has is marked rejected; the call that reached the server is not.
+    script = {"steps": [{"tool": "get_item", "args": {"sku": "SAW-050"}}, {"tool": "no_such_tool"}],
+              "answer": "done"}
+    client = agent({"mock": script}, servers={"store": {"url": http_url}})
+    try:
+        outcome, events = await run(client, tmp_path)
+    finally:
+        await client.aclose()
+    assert outcome.ending == COMPLETED, outcome.ending
+    calls = create_session_lookups(events).tool_calls
+    assert [(c.name, c.finished, c.rejected, c.reached_server) for c in calls] == [
+        ("store__get_item", True, False, True), ("no_such_tool", True, True, False)]
 
 
 async def test_http_server_that_is_not_there_is_a_retryable_network_failure(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from clients_helpers import agent, processes_with_env, run, wait_gone
 from tests.helpers import basic_eval, write_eval
 
 from mst.collect import Collector, all_attempts
-from mst.resolve import resolve_eval
+from mst.config.resolve import resolve_eval
 from mst.session.redact import Redactor
 
 TINY = Path(__file__).resolve().parents[1] / "clients_real" / "tiny_mcp_server.py"

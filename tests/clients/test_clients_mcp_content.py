@@ -18,8 +18,8 @@ from tests.helpers import basic_eval, mock_variant, write_eval
 
 from mst.clients._mcp_content import TRANSCRIPT_DATA_CAP, convert, decoded_size
 from mst.config.errors import UserError
+from mst.config.resolve import resolve_eval
 from mst.providers.base import ImageData
-from mst.resolve import resolve_eval
 
 
 @pytest.mark.parametrize("raw", [b"", b"a", b"ab", b"abc", bytes(range(256)) * 3])

@@ -13,7 +13,8 @@ attempt (pre-started spares) and close after it, in the background, bounded
 (:data:`CLOSE_BOUND_S`), without counting against the attempt's deadline
 (see :mod:`mst.clients._mcp_pool`).
 
-Endings decided here (docs/mcp-servers.md has the rule):
+Endings decided here (at the point of failure, docs/endings.md; the start-failure rule is in
+docs/mcp-servers.md):
 
 - a server that cannot start, initialise or list its tools, or names a secret the secrets file
   lacks → ``setup``, not retryable: the eval's setup must change. The ``why`` carries the tail
@@ -56,6 +57,7 @@ from mst.clients._mcp_content import convert
 from mst.config.models import HttpServer, McpServer, StdioServer
 from mst.endings import EndingException, Infrastructure, from_exception
 from mst.providers.base import ImageData, ToolSpec
+from mst.session.redact import Redactor
 
 _SECRET_REF: Final = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _STDERR_TAIL_CHARS: Final = 1500
@@ -97,10 +99,7 @@ class ServerGone(Exception):
 
 def redact(text: str, secrets: Mapping[str, str]) -> str:
     """Remove every secret value from text that is about to reach an error message."""
-    for value in secrets.values():
-        if value:
-            text = text.replace(value, "[REDACTED]")
-    return text
+    return Redactor.of(secrets).text(text)
 
 
 def expand_secrets(value: str, secrets: Mapping[str, str], where: str) -> str:

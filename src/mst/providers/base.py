@@ -4,7 +4,7 @@ The agent loop (``mst.clients.agent``) only ever sees these types: a conversatio
 :data:`Message` values, the :class:`ToolSpec` list of the attempt's MCP tools, and a
 :class:`ModelResponse` with text and/or :class:`ToolCall` values and its token usage. A provider
 adapter (the offline ``mock`` today; OpenAI- and Anthropic-compatible adapters later) translates
-to and from its SDK and decides its own failures *at the point of failure* (seed 001):
+to and from its SDK and decides its own failures *at the point of failure* (docs/endings.md):
 
 - a 429, a 5xx or an overloaded API → ``EndingException(Infrastructure("provider-api", ..., True))``
 - a dropped connection → ``EndingException(Infrastructure("network", ..., True))``
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +57,10 @@ class AssistantMessage:
     tool_calls: tuple[ToolCall, ...] = ()
 
 
+# The image types the providers' APIs take (Anthropic image blocks, OpenAI ``image_url`` data URLs).
+MODEL_IMAGE_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+
+
 @dataclass(frozen=True, slots=True)
 class ImageData:
     """An image a tool returned (base64, as MCP carries it), passed to models that take images."""
@@ -78,6 +82,10 @@ class ToolResult:
     content: str
     is_error: bool = False
     images: tuple[ImageData, ...] = ()
+
+    def model_images(self) -> list[ImageData]:
+        """The images a model API takes as images; the others stay described in the text only."""
+        return [i for i in self.images if i.mime_type in MODEL_IMAGE_TYPES]
 
 
 Message = UserMessage | AssistantMessage | ToolResult
