@@ -11,7 +11,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -119,15 +120,18 @@ def wait_gone(marker: str, timeout_s: float = 5.0) -> list[int]:
         time.sleep(0.05)
 
 
-def start_http_server(port: int) -> subprocess.Popen[bytes]:
-    """The quickstart server over streamable HTTP on 127.0.0.1:port, waited for until it listens."""
+def start_http_server(port: int, argv: list[str] | None = None,
+                      env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """An MCP server over streamable HTTP on 127.0.0.1:port (by default the quickstart server),
+    in a session of its own, waited for until it listens."""
     # stderr to a file, not a pipe nobody reads: a chatty server must never block on a full pipe.
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(
-            [sys.executable, str(SERVER), "--http", str(port)],
+            argv or [sys.executable, str(SERVER), "--http", str(port)],
             stdout=subprocess.DEVNULL,
             stderr=log,
             start_new_session=True,
+            env={**os.environ, **env} if env else None,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -150,3 +154,22 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def start_everything_http(port: int, marker: str = "") -> subprocess.Popen[bytes]:
+    """The reference server-everything over streamable HTTP (it reads its port from PORT)."""
+    from tests.realtools import tool
+
+    env = {"PORT": str(port), **({"MST_TEST_MARKER": marker} if marker else {})}
+    return start_http_server(port, [str(tool("server-everything")), "streamableHttp"], env)
+
+
+@contextmanager
+def serving(start: Callable[[int], subprocess.Popen[bytes]] = start_http_server) -> Iterator[str]:
+    """The URL of an HTTP MCP server started on a free port for the block, stopped after it."""
+    port = free_port()
+    proc = start(port)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        stop(proc)

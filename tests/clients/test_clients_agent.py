@@ -75,9 +75,12 @@ async def test_tool_call_without_servers_is_a_failed_call_inside_the_trial(tmp_p
     outcome, events = await run(client, tmp_path)
     assert outcome.ending == COMPLETED
     [start] = of_type(events, "tool.execution_start")
-    assert start == {"toolCallId": "call_0", "toolName": "lookup", "input": {"q": "x"}, "mcpServerName": None}
+    # mst refused it without a server to send it to: marked `rejected` for grading.
+    assert start == {"toolCallId": "call_0", "toolName": "lookup", "input": {"q": "x"}, "mcpServerName": None,
+                     "rejected": True}
     [done] = of_type(events, "tool.execution_complete")
     assert done["success"] is False and "no MCP servers" in done["error"] and "output" not in done
+    assert done["rejected"] is True
     assert outcome.answer == done["error"]  # the error was fed back to the model
     assert outcome.diagnostics == {"turns": 2, "toolCalls": 1}
 

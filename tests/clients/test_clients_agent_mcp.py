@@ -23,12 +23,12 @@ from clients_helpers import (
     processes_with_env,
     request,
     run,
-    start_http_server,
-    stop,
+    serving,
     wait_gone,
 )
 
 from mst.endings import COMPLETED, Infrastructure, Trial
+from mst.session.lookups import create_session_lookups
 
 SCRIPT: dict[str, Any] = {
     "steps": [
@@ -47,12 +47,8 @@ def stdio(marker: str | None = None, **extra: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
-    port = free_port()
-    proc = start_http_server(port)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        stop(proc)
+    with serving() as url:
+        yield url
 
 
 def check_store_transcript(events: list[dict[str, Any]], server: str) -> None:
@@ -99,12 +95,30 @@ async def test_two_servers_with_the_same_tools_get_qualified_names(tmp_path: Pat
     assert orjson.loads(outcome.answer or "")["name"] == "Hand saw 500 mm"
 
 
-async def test_http_server_that_is_not_there_is_a_setup_failure(tmp_path: Path) -> None:
+async def test_lookups_read_the_calls_mst_rejected(tmp_path: Path, http_url: str) -> None:
+    # The agent client's events, read by the grading side (the shared session lookups): a call to
+    # a tool no server has is marked rejected; the call that reached the server is not.
+    script = {"steps": [{"tool": "get_item", "args": {"sku": "SAW-050"}}, {"tool": "no_such_tool"}],
+              "answer": "done"}
+    client = agent({"mock": script}, servers={"store": {"url": http_url}})
+    try:
+        outcome, events = await run(client, tmp_path)
+    finally:
+        await client.aclose()
+    assert outcome.ending == COMPLETED, outcome.ending
+    calls = create_session_lookups(events).tool_calls
+    assert [(c.name, c.finished, c.rejected, c.reached_server) for c in calls] == [
+        ("store__get_item", True, False, True), ("no_such_tool", True, True, False)]
+
+
+async def test_http_server_that_is_not_there_is_a_retryable_network_failure(tmp_path: Path) -> None:
+    # Refused at start: the server may be back when `--resume` tries again (docs/mcp-servers.md).
     client = agent(servers={"gone": {"url": f"http://127.0.0.1:{free_port()}/mcp"}})
     outcome, events = await run(client, tmp_path)
+    await client.aclose()
     assert isinstance(outcome.ending, Infrastructure)
-    assert outcome.ending.what == "setup" and not outcome.ending.retryable
-    assert "'gone' did not start" in outcome.ending.why
+    assert outcome.ending.what == "network" and outcome.ending.retryable
+    assert "'gone' at http://127.0.0.1:" in outcome.ending.why and "could not be reached" in outcome.ending.why
     assert of_type(events, "model.request") == []
 
 
@@ -149,6 +163,7 @@ async def test_limits_and_cancellation_stop_stdio_servers(tmp_path: Path) -> Non
     outcome, events = await run(timed, tmp_path, metadata={"sku": "HAM-001"})
     assert isinstance(outcome.ending, Trial) and outcome.ending.outcome == "time-limit", outcome.ending
     assert len(of_type(events, "tool.execution_complete")) == 1
+    await timed.aclose()  # the attempt's server closes in the background, a pre-started spare with the client
     assert wait_gone(marker) == []
 
     # mst's deadline: the collector cancels the attempt; the server must still go away.
@@ -164,6 +179,7 @@ async def test_limits_and_cancellation_stop_stdio_servers(tmp_path: Path) -> Non
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    await stalled.aclose()
     assert wait_gone(marker) == []
 
 
@@ -173,6 +189,7 @@ async def test_many_attempts_leave_no_server_processes(tmp_path: Path) -> None:
     client = agent({"mock": SCRIPT}, servers={"store": stdio(marker)})
     outcomes = await asyncio.gather(*(run(client, tmp_path, trial=t, metadata={"sku": "HAM-001"}) for t in range(3)))
     assert [o.ending for o, _ in outcomes] == [COMPLETED] * 3
+    await client.aclose()
     assert wait_gone(marker) == []
 
 

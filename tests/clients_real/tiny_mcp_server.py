@@ -1,4 +1,4 @@
-"""A minimal MCP server over stdio in the standard library only (JSON-RPC 2.0, one `echo` tool).
+"""A minimal MCP server over stdio in the standard library only (JSON-RPC 2.0, `echo` and `sleep`).
 
 Real MCP on the wire (initialize, tools/list, tools/call, ping), but it starts in milliseconds
 instead of the seconds the SDK's import costs, so leak tests can start it hundreds of times.
@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 
 def reply(msg_id: object, result: object) -> None:
@@ -33,9 +34,16 @@ def main() -> None:
         elif method == "tools/list":
             reply(msg_id, {"tools": [{"name": "echo", "description": "Echo the text back.",
                                       "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
-                                                      "required": ["text"]}}]})
+                                                      "required": ["text"]}},
+                                     {"name": "sleep", "description": "Sleep, then answer.",
+                                      "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}},
+                                                      "required": ["seconds"]}}]})
         elif method == "tools/call" and os.environ.get("TINY_MCP_KILL_PARENT") == "1":
             os.kill(os.getppid(), signal.SIGKILL)
+        elif method == "tools/call" and msg["params"].get("name") == "sleep":
+            # Busy: reads nothing (not even the end of its stdin) until it has slept.
+            time.sleep(float(msg["params"].get("arguments", {}).get("seconds", 0)))
+            reply(msg_id, {"content": [{"type": "text", "text": "slept"}], "isError": False})
         elif method == "tools/call":
             text = str(msg["params"].get("arguments", {}).get("text", ""))
             reply(msg_id, {"content": [{"type": "text", "text": text}], "isError": False})

@@ -18,7 +18,9 @@ context overflow on the first request     ``setup``, not retryable (the prompt a
 context overflow on a later request       trial ``context-limit``
 unusable model output                     trial ``client-error``
 a tool call fails                         part of the trial: recorded, fed back to the model
+an MCP server dies during the attempt     part of the trial: its calls fail as tool errors
 an MCP server does not start              ``setup``, not retryable
+an HTTP MCP server unreachable at start   ``network``, retryable (docs/mcp-servers.md)
 provider 429 / 5xx, network drop          decided by the provider adapter (``provider-api``/``network``)
 anything unrecognised the client raises   ``mst.endings.from_exception`` (``client-app``, retryable)
 ========================================  ==================================================
@@ -28,6 +30,14 @@ output tokens over every request), not the model's context window. Running out o
 client stopped itself before it finished, exactly like running out of turns, so it ends as a
 ``turn-limit`` trial with a detail naming the token budget. ``context-limit`` stays reserved for
 what docs/endings.md means by it: the model's context filled up.
+
+MCP servers come from a per-client :class:`~mst.clients._mcp_pool.ServerPool`, by each server's
+``lifetime`` (``attempt``: fresh per attempt, the next one pre-started; ``variant``: reused). An
+attempt's servers are given back (closed in the background) after its ending is decided, so a
+busy server that is slow to stop never costs an answer its deadline. The transcript records the
+server instances an attempt used (``mcp.server``), tools not offered (``mcp.tools_withheld``), and
+each call's progress notifications (``tool.progress``). A call mst refuses without sending it to
+a server (an unknown or withheld tool) carries ``"rejected": true`` in its tool events.
 
 Performance: with ``model: mock`` and no MCP servers an attempt must cost well under 0.3 ms of
 CPU, so that path touches no ``mcp``/``anyio`` import, no task group and no pydantic validation
@@ -65,9 +75,12 @@ from mst.providers.mock import MockSettings
 from mst.providers.settings import ProviderSettings
 from mst.session.events import (
     ASSISTANT_MESSAGE,
+    MCP_SERVER,
+    MCP_TOOLS_WITHHELD,
     MODEL_REQUEST,
     SESSION_RESULT,
     TOOL_COMPLETE,
+    TOOL_PROGRESS,
     TOOL_START,
     USER_MESSAGE,
 )
@@ -75,6 +88,7 @@ from mst.session.redact import Redactor
 
 if TYPE_CHECKING:
     from mst.clients._mcp import Toolbox
+    from mst.clients._mcp_pool import Lease, ServerPool
 
 
 class AgentSettings(BaseModel):
@@ -154,6 +168,7 @@ class AgentClient:
         # An unknown provider fails every attempt the same way: remember it and report it per
         # attempt as the setup failure it is, rather than failing the whole run here.
         self._provider: Provider | None = None
+        self._pool: ServerPool | None = None
         self._provider_error: Ending | None = None
         try:
             self._provider = create_provider(
@@ -163,6 +178,9 @@ class AgentClient:
             self._provider_error = exc.ending
 
     async def aclose(self) -> None:
+        """Close the provider and every MCP server still running (idle, pre-started or closing)."""
+        if self._pool is not None:
+            await self._pool.aclose()
         if self._provider is not None:
             await self._provider.aclose()
 
@@ -185,15 +203,8 @@ class AgentClient:
                 time_budget_s=settings.timeLimitSeconds, case_mock=request.case_mock, secrets=request.secrets,
             )
             model = self._provider.session(context)
-            servers = self.variant.mcpServers
-            if servers:
-                from mst.clients._mcp import open_servers
-
-                async with open_servers(
-                    servers, base_dir=self.base_dir, secrets=request.secrets,
-                    startup_timeout_s=settings.startupTimeoutSeconds,
-                ) as toolbox:
-                    ending = await self._limited(request, model, toolbox, state)
+            if self.variant.mcpServers:
+                ending = await self._with_servers(request, model, state)
             else:
                 ending = await self._limited(request, model, None, state)
         except EndingException as exc:
@@ -218,6 +229,31 @@ class AgentClient:
         return AttemptOutcome(
             ending, state.answer, usage, {"turns": state.requests, "toolCalls": state.tool_calls}
         )
+
+    async def _with_servers(self, request: AttemptRequest, model: ModelSession, state: _State) -> Ending:
+        """The loop with the variant's MCP servers, taken from the pool and given back after it.
+
+        Servers go back reusable unless the attempt was cut short (mst's deadline cancelled it),
+        in which case a ``variant`` server is closed rather than handed to the next attempt.
+        """
+        if self._pool is None:
+            from mst.clients._mcp_pool import ServerPool
+
+            self._pool = ServerPool(self.variant.mcpServers, base_dir=self.base_dir,
+                                    startup_timeout_s=self.settings.startupTimeoutSeconds)
+        pool = self._pool
+        lease = await pool.acquire(request.secrets)
+        cut_short = True
+        try:
+            _record_servers(request.transcript, lease)
+            ending = await self._limited(request, model, lease.toolbox, state)
+            cut_short = False
+            return ending
+        except Exception:
+            cut_short = False
+            raise
+        finally:
+            pool.release(lease, reusable=not cut_short)
 
     async def _limited(
         self, request: AttemptRequest, model: ModelSession, toolbox: Toolbox | None, state: _State
@@ -288,24 +324,63 @@ class AgentClient:
         self, rec: TranscriptRecorder, toolbox: Toolbox | None, call_id: str, name: str,
         arguments: Mapping[str, Any], state: _State,
     ) -> ToolResult:
-        server, tool_name = toolbox.resolve(name) if toolbox is not None else (None, name)
-        rec.emit(TOOL_START, {
+        server, tool_name, sent = toolbox.resolve(name) if toolbox is not None else (None, name, False)
+        start: dict[str, Any] = {
             "toolCallId": call_id, "toolName": tool_name, "input": arguments, "mcpServerName": server,
-        })
+        }
+        if not sent:
+            start["rejected"] = True
+        rec.emit(TOOL_START, start)
         state.tool_calls += 1
         t0 = time.monotonic()
         if toolbox is None:
-            success, text = False, f"unknown tool {name!r}: this variant has no MCP servers"
-        else:
-            outcome = await toolbox.call(name, arguments, self.settings.toolTimeoutSeconds)
-            success, text = outcome.success, outcome.text
+            text = f"unknown tool {name!r}: this variant has no MCP servers"
+            rec.emit(TOOL_COMPLETE, {
+                "toolCallId": call_id, "toolName": tool_name, "success": False, "rejected": True,
+                "durationMs": int((time.monotonic() - t0) * 1000), "mcpServerName": None, "error": text,
+            })
+            return ToolResult(call_id, name, text, True)
+        live = True
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            if live:  # a notification that arrives after the call ended belongs to no call
+                rec.emit(TOOL_PROGRESS, {
+                    "toolCallId": call_id, "toolName": tool_name, "mcpServerName": server,
+                    "progress": progress, "total": total, "message": message,
+                })
+
+        try:
+            outcome = await toolbox.call(name, arguments, self.settings.toolTimeoutSeconds, on_progress)
+        finally:
+            live = False
         data: dict[str, Any] = {
-            "toolCallId": call_id, "toolName": tool_name, "success": success,
-            "durationMs": int((time.monotonic() - t0) * 1000), "mcpServerName": server,
+            "toolCallId": call_id, "toolName": tool_name, "success": outcome.success,
+            "durationMs": int((time.monotonic() - t0) * 1000), "mcpServerName": outcome.server,
         }
-        data["output" if success else "error"] = text
+        if outcome.rejected:
+            data["rejected"] = True
+        data["output" if outcome.success else "error"] = outcome.text
+        if any(block["type"] != "text" for block in outcome.content):
+            data["content"] = outcome.content
+        if outcome.structured is not None:
+            data["structuredContent"] = outcome.structured
         rec.emit(TOOL_COMPLETE, data)
-        return ToolResult(call_id, name, text, not success)
+        return ToolResult(call_id, name, outcome.text, not outcome.success, outcome.images)
+
+
+def _record_servers(rec: TranscriptRecorder, lease: Lease) -> None:
+    """Which server instances the attempt uses (and what they withheld from the model)."""
+    from mst.clients._mcp import TASK_ONLY_REASON
+
+    for instance in lease.instances:
+        rec.emit(MCP_SERVER, {
+            "server": instance.name, "instanceId": instance.instance_id, "transport": instance.transport,
+            "lifetime": instance.cfg.lifetime, "attemptsServed": instance.served,
+            "startedAhead": instance.served == 1 and instance.name in lease.prestarted,
+            "startupMs": instance.startup_ms, "tools": len(instance.tools),
+        })
+    for server, names in lease.toolbox.withheld.items():
+        rec.emit(MCP_TOOLS_WITHHELD, {"server": server, "tools": names, "reason": TASK_ONLY_REASON})
 
 
 def _scrub(ending: Ending, secrets: Mapping[str, str]) -> Ending:

@@ -150,14 +150,25 @@ class DatasetConfig(Strict):
         return self
 
 
-class StdioServer(Strict):
+ServerLifetime = Literal["attempt", "variant"]
+
+
+class _ServerBase(Strict):
+    lifetime: ServerLifetime = Field(
+        "attempt",
+        description="`attempt` (default): a fresh server (or HTTP session) for every attempt, for servers "
+        "with state. `variant`: one per variant and worker, reused by its attempts, for stateless servers.",
+    )
+
+
+class StdioServer(_ServerBase):
     command: str
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
 
 
-class HttpServer(Strict):
+class HttpServer(_ServerBase):
     url: str = Field(pattern=r"^https?://")
     headers: dict[str, str] = Field(default_factory=dict)
 

@@ -64,6 +64,17 @@ def _tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     return out
 
 
+def _result_content(m: ToolResult) -> str | list[dict[str, Any]]:
+    """A tool result's content: its text, plus its images as image blocks (tool_result accepts them)."""
+    images = m.model_images()
+    if not images:
+        return m.content
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+    blocks.extend({"type": "image", "source": {"type": "base64", "media_type": i.mime_type, "data": i.data}}
+                  for i in images)
+    return blocks
+
+
 def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Messages API turns: consecutive tool results share one user message, as the API requires."""
     out: list[dict[str, Any]] = []
@@ -78,7 +89,8 @@ def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                           for c in m.tool_calls)
             out.append({"role": "assistant", "content": blocks})
         elif isinstance(m, ToolResult):
-            block = {"type": "tool_result", "tool_use_id": m.call_id, "content": m.content, "is_error": m.is_error}
+            block = {"type": "tool_result", "tool_use_id": m.call_id, "content": _result_content(m),
+                     "is_error": m.is_error}
             last = out[-1] if out else None
             if last is not None and last["role"] == "user" and isinstance(last["content"], list):
                 last["content"].append(block)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,14 +57,35 @@ class AssistantMessage:
     tool_calls: tuple[ToolCall, ...] = ()
 
 
+# The image types the providers' APIs take (Anthropic image blocks, OpenAI ``image_url`` data URLs).
+MODEL_IMAGE_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+
+
+@dataclass(frozen=True, slots=True)
+class ImageData:
+    """An image a tool returned (base64, as MCP carries it), passed to models that take images."""
+
+    mime_type: str
+    data: str
+
+
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """The result of one tool call, fed back to the model (an error is fed back too)."""
+    """The result of one tool call, fed back to the model (an error is fed back too).
+
+    ``content`` is the text the model sees; ``images`` are the result's images, which an adapter
+    passes as image content where its API accepts it (the text names each image either way).
+    """
 
     call_id: str
     name: str
     content: str
     is_error: bool = False
+    images: tuple[ImageData, ...] = ()
+
+    def model_images(self) -> list[ImageData]:
+        """The images a model API takes as images; the others stay described in the text only."""
+        return [i for i in self.images if i.mime_type in MODEL_IMAGE_TYPES]
 
 
 Message = UserMessage | AssistantMessage | ToolResult

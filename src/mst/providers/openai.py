@@ -71,11 +71,34 @@ def _tool_payload(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     return out
 
 
+def _images_message(results: Sequence[ToolResult]) -> dict[str, Any] | None:
+    """The user message that carries a turn's tool-result images.
+
+    A `tool` message's content is text only in chat completions, so images go in a user message
+    right after the turn's tool messages (those must directly follow the assistant's tool calls),
+    each introduced by the call it came from.
+    """
+    parts: list[dict[str, Any]] = []
+    for r in results:
+        images = r.model_images()
+        if images:
+            parts.append({"type": "text", "text": f"Images returned by the tool call {r.call_id} ({r.name}):"})
+            parts.extend({"type": "image_url", "image_url": {"url": f"data:{i.mime_type};base64,{i.data}"}}
+                         for i in images)
+    return {"role": "user", "content": parts} if parts else None
+
+
 def _messages(system: str | None, messages: Sequence[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
+    turn: list[ToolResult] = []  # the tool results since the last assistant message
     for m in messages:
+        if not isinstance(m, ToolResult) and turn:
+            images = _images_message(turn)
+            if images is not None:
+                out.append(images)
+            turn = []
         if isinstance(m, UserMessage):
             out.append({"role": "user", "content": m.content})
         elif isinstance(m, AssistantMessage):
@@ -89,6 +112,10 @@ def _messages(system: str | None, messages: Sequence[Message]) -> list[dict[str,
             out.append(msg)
         elif isinstance(m, ToolResult):
             out.append({"role": "tool", "tool_call_id": m.call_id, "content": m.content})
+            turn.append(m)
+    images = _images_message(turn)
+    if images is not None:
+        out.append(images)
     return out
 
 

@@ -41,6 +41,11 @@ MODEL_RETRY: Final = "model.retry"
 TOOL_START: Final = "tool.execution_start"
 TOOL_COMPLETE: Final = "tool.execution_complete"
 SESSION_RESULT: Final = "session.result"
+# MCP servers of the agent client: which server instance an attempt used, tools it withheld from
+# the model, and progress notifications of a tool call (docs/mcp-servers.md).
+MCP_SERVER: Final = "mcp.server"
+MCP_TOOLS_WITHHELD: Final = "mcp.tools_withheld"
+TOOL_PROGRESS: Final = "tool.progress"
 
 
 def make_event(
