@@ -285,9 +285,9 @@ def _make_folder(folder: str) -> None:
 
 def grading_complete(run: Run, resolved: ResolvedEval) -> bool:
     for key in run.attempts:
-        if endings.is_trial(run.ending(key)):
-            if key not in run.trial_grades or run.trial_grades.summary(key) != "graded":
-                return False
+        graded = key in run.trial_grades and run.trial_grades.summary(key) == "graded"
+        if not graded and endings.is_trial(run.ending(key)):
+            return False
     if resolved.pairwise is not None and resolved.baseline is not None:
         for case in resolved.cases:
             for variant in resolved.variants:
