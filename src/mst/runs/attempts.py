@@ -126,7 +126,11 @@ class AttemptRecord(JsonView):
     @property
     def usage(self) -> Mapping[str, Any]:
         usage = self._data.get("usage")
-        return freeze(usage) if isinstance(usage, dict) else _EMPTY  # type: ignore[no-any-return]
+        if not isinstance(usage, dict):
+            return _EMPTY
+        if any(isinstance(v, dict | list) for v in usage.values()):
+            return freeze(usage)  # type: ignore[no-any-return]
+        return MappingProxyType(usage)  # flat counts, the common case: read-only without a copy
 
     @property
     def diagnostics(self) -> Mapping[str, Any] | None:

@@ -174,7 +174,7 @@ class TrialGrading:
             "errors": [e.to_json() for e in self.errors],
         }
         if self.graders is not None:
-            out["graders"] = [g.to_json() for g in self.graders]
+            out["graders"] = [{"id": g[0], "value": g[1], "status": g[2]} for g in self.graders]
         if self.graders_path is not None:
             out["gradersPath"] = self.graders_path
         return out
