@@ -126,10 +126,11 @@ class AttemptRecord(JsonView):
     @property
     def usage(self) -> Mapping[str, Any]:
         usage = self._data.get("usage")
-        if not isinstance(usage, dict):
+        if usage.__class__ is not dict:
             return _EMPTY
-        if any(isinstance(v, dict | list) for v in usage.values()):
-            return freeze(usage)  # type: ignore[no-any-return]
+        for value in usage.values():
+            if value.__class__ is dict or value.__class__ is list:
+                return freeze(usage)  # type: ignore[no-any-return]
         return MappingProxyType(usage)  # flat counts, the common case: read-only without a copy
 
     @property

@@ -25,6 +25,7 @@ Status = Literal["graded", "ungraded"]
 
 
 _new = tuple.__new__
+MEASURED = frozenset({"pass", "fail"})  # grader statuses that carry a value
 
 
 class RecordError(ValueError):
@@ -118,7 +119,7 @@ class GraderValue(NamedTuple):
     @property
     def measured(self) -> bool:
         """A value to aggregate: ``unavailable`` and ``error`` are missing evidence, never zero."""
-        return self.status in ("pass", "fail")
+        return self.status in MEASURED
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,19 +182,23 @@ class TrialGrading:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TrialGrading:
+        # A run decodes one per trial to summarize it: the common shapes are read inline.
         try:
-            graders, errors = data.get("graders"), data.get("errors")
-            value = GraderValue.from_json
+            variant, case, trial = data["variant"], data["case"], data["trial"]
+            if variant.__class__ is not str or case.__class__ is not str or trial.__class__ is not int:
+                raise RecordError("a trial grading's variant and case must be strings, its trial an integer")
+            verdicts, errors, graders = data.get("verdicts"), data.get("errors"), data.get("graders")
+            verdict = VerdictRecord.from_json
             return cls(
-                str(_need(data, "variant", "trial grading")), str(_need(data, "case", "trial grading")),
-                int(_need(data, "trial", "trial grading")),
-                tuple([VerdictRecord.from_json(v) for v in data.get("verdicts", ())]),
+                variant, case, trial,
+                tuple([verdict(v) for v in verdicts]) if verdicts else (),
                 tuple([GradingError.from_json(e) for e in errors]) if errors else (),
-                None if graders is None else tuple([value(g) for g in graders]),
+                None if graders is None else tuple([_new(GraderValue, (g["id"], g.get("value"), g["status"]))
+                                                    for g in graders]),
                 data.get("gradersPath"),
             )
-        except (TypeError, AttributeError) as exc:
-            raise RecordError(f"a trial grading record is malformed: {exc}") from None
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise RecordError(f"a trial grading record is malformed: {exc!r}") from None
 
 
 # ---------------------------------------------------------------------------------------------
