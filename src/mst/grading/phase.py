@@ -129,7 +129,7 @@ def trial_view(run: Run, key: Key, case: ResolvedCase) -> TrialView:
     record = run.attempts[key]
     transcript, artifacts = record.transcript, record.artifacts
     return TrialView.of(
-        case, variant=key[0], trial=key[2], answer=record.answer, ending=record.ending,
+        case, variant=key[0], trial=key[2], answer=record.answer, ending=record.ending_json,
         transcript=f"{run.root}/{transcript}" if transcript else None, usage=record.usage,
         artifacts_dir=run.paths.root / artifacts if artifacts else None,
     )

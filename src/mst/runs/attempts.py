@@ -105,6 +105,12 @@ class AttemptRecord(JsonView):
         return ending  # type: ignore[no-any-return]
 
     @property
+    def ending_json(self) -> Mapping[str, Any]:
+        """The ending as stored (read-only): what a trial's view shows its judges."""
+        stored = self._data.get("ending")
+        return MappingProxyType(stored) if stored.__class__ is dict else freeze(endings.to_json(self.ending))
+
+    @property
     def answer(self) -> str | None:
         answer = self._data.get("answer")
         return None if answer is None else str(answer)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from mst.graders.results import GraderRun
@@ -232,8 +232,9 @@ class PairRecord:
         sides = [_need(data, k, "pair") for k in ("ab", "ba", "preference")]
         if any(s not in ("candidate", "baseline", "tie") for s in sides):
             raise RecordError(f"a pair's sides must be candidate, baseline or tie, got {sides}")
-        return cls(int(_need(data, "trial", "pair")), cast(Side, sides[0]), cast(Side, sides[1]),
-                   cast(Side, sides[2]), data.get("reasons"), tuple(data.get("usage") or ()), data.get("durationMs"))
+        ab, ba, preference = sides  # checked above: each is a Side
+        return cls(int(_need(data, "trial", "pair")), ab, ba, preference, data.get("reasons"),
+                   tuple(data.get("usage") or ()), data.get("durationMs"))
 
 
 @dataclass(frozen=True, slots=True)
