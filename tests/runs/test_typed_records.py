@@ -61,7 +61,7 @@ def test_read_records_cannot_be_changed_in_place(tmp_path: Path) -> None:
     attempt, grading = opened.attempts[("v", "c", 0)], run.trial_grades[("v", "c", 0)]
     with pytest.raises(TypeError):
         attempt["answer"] = "changed"  # type: ignore[index]  # used to change a copy, silently
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         attempt.answer = "changed"  # type: ignore[misc]
     with pytest.raises(TypeError):
         grading["status"] = "graded"  # type: ignore[index]

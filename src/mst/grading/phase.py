@@ -130,7 +130,7 @@ def trial_view(run: Run, key: Key, case: ResolvedCase) -> TrialView:
     record = run.attempts[key]
     transcript, artifacts = record.transcript, record.artifacts
     return TrialView.of(
-        case, variant=key[0], trial=key[2], answer=record.answer, ending=record.ending,
+        case, variant=key[0], trial=key[2], answer=record.answer, ending=record.ending_json,
         transcript=f"{run.root}/{transcript}" if transcript else None, usage=record.usage,
         artifacts_dir=run.paths.root / artifacts if artifacts else None,
     )
@@ -286,8 +286,8 @@ def _make_folder(folder: str) -> None:
 
 def grading_complete(run: Run, resolved: ResolvedEval) -> bool:
     for key in run.attempts:
-        if endings.is_trial(run.ending(key)) and (
-                key not in run.trial_grades or run.trial_grades.summary(key) != "graded"):
+        graded = key in run.trial_grades and run.trial_grades.summary(key) == "graded"
+        if not graded and endings.is_trial(run.ending(key)):
             return False
     if resolved.pairwise is not None and resolved.baseline is not None:
         for case in resolved.cases:

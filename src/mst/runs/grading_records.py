@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from mst.graders.results import GraderRun
@@ -25,6 +25,7 @@ Status = Literal["graded", "ungraded"]
 
 
 _new = tuple.__new__
+MEASURED = frozenset({"pass", "fail"})  # grader statuses that carry a value
 
 
 class RecordError(ValueError):
@@ -118,7 +119,7 @@ class GraderValue(NamedTuple):
     @property
     def measured(self) -> bool:
         """A value to aggregate: ``unavailable`` and ``error`` are missing evidence, never zero."""
-        return self.status in ("pass", "fail")
+        return self.status in MEASURED
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,26 +175,30 @@ class TrialGrading:
             "errors": [e.to_json() for e in self.errors],
         }
         if self.graders is not None:
-            out["graders"] = [g.to_json() for g in self.graders]
+            out["graders"] = [{"id": g[0], "value": g[1], "status": g[2]} for g in self.graders]
         if self.graders_path is not None:
             out["gradersPath"] = self.graders_path
         return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TrialGrading:
+        # A run decodes one per trial to summarize it: the common shapes are read inline.
         try:
-            graders, errors = data.get("graders"), data.get("errors")
-            value = GraderValue.from_json
+            variant, case, trial = data["variant"], data["case"], data["trial"]
+            if variant.__class__ is not str or case.__class__ is not str or trial.__class__ is not int:
+                raise RecordError("a trial grading's variant and case must be strings, its trial an integer")
+            verdicts, errors, graders = data.get("verdicts"), data.get("errors"), data.get("graders")
+            verdict = VerdictRecord.from_json
             return cls(
-                str(_need(data, "variant", "trial grading")), str(_need(data, "case", "trial grading")),
-                int(_need(data, "trial", "trial grading")),
-                tuple([VerdictRecord.from_json(v) for v in data.get("verdicts", ())]),
+                variant, case, trial,
+                tuple([verdict(v) for v in verdicts]) if verdicts else (),
                 tuple([GradingError.from_json(e) for e in errors]) if errors else (),
-                None if graders is None else tuple([value(g) for g in graders]),
+                None if graders is None else tuple([_new(GraderValue, (g["id"], g.get("value"), g["status"]))
+                                                    for g in graders]),
                 data.get("gradersPath"),
             )
-        except (TypeError, AttributeError) as exc:
-            raise RecordError(f"a trial grading record is malformed: {exc}") from None
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise RecordError(f"a trial grading record is malformed: {exc!r}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,8 +232,9 @@ class PairRecord:
         sides = [_need(data, k, "pair") for k in ("ab", "ba", "preference")]
         if any(s not in ("candidate", "baseline", "tie") for s in sides):
             raise RecordError(f"a pair's sides must be candidate, baseline or tie, got {sides}")
-        return cls(int(_need(data, "trial", "pair")), cast(Side, sides[0]), cast(Side, sides[1]),
-                   cast(Side, sides[2]), data.get("reasons"), tuple(data.get("usage") or ()), data.get("durationMs"))
+        ab, ba, preference = sides  # checked above: each is a Side
+        return cls(int(_need(data, "trial", "pair")), ab, ba, preference, data.get("reasons"),
+                   tuple(data.get("usage") or ()), data.get("durationMs"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -150,14 +150,14 @@ def _add_attempt(run: Run, rec: Any, raw: bytes | None, file: str, where: tuple[
         key = key_of(rec)
         if only_new and key in run.attempts:
             return
+        if "ending" not in rec:
+            attempt_record(rec, endings.from_record(rec))  # an old run: map its ending once, when read
+            raw = None
         record = AttemptRecord.from_json(rec)
+        run.attempts.put(key, record, raw if raw is not None else orjson.dumps(rec))  # checks its ending
     except (KeyError, TypeError, ValueError) as exc:
         place = f"line {where[1]}" if where[0] == "line" else f"attempts[{where[1]}]"
         raise UserError(Problem(file, f"corrupt attempt record ({place}): {exc}")) from None
-    if "ending" not in rec:
-        attempt_record(rec, record.ending)  # an old run: map its ending once, when read
-        raw = None
-    run.attempts.put(key, record, raw if raw is not None else orjson.dumps(rec))
 
 
 def _load_grading(run: Run, *, repair: bool) -> None:

@@ -17,6 +17,7 @@ from mst import endings
 from mst.config.resolved import ResolvedEval
 from mst.runs.compare import PASS_RATE, PASS_RATE_METRIC, Columns, Comparison, Metric, compare, metric_mean
 from mst.runs.frozen import JsonView, freeze
+from mst.runs.grading_records import MEASURED
 from mst.runs.layout import COMPARISONS_SCHEMA, RESULTS_SCHEMA, SUMMARY_SCHEMA
 from mst.runs.record_files import write_record_file
 from mst.runs.run import Run
@@ -235,10 +236,11 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
             for name, value in record.usage.items():
                 if isinstance(value, int | float):
                     usage[name] += value
-            if isinstance(record.duration_ms, int | float):
-                durations.append(float(record.duration_ms))
+            duration = record.duration_ms
+            if duration is not None:
+                durations.append(float(duration))
             for g in (grade.graders or ()) if grade is not None else ():
-                case_values["grader:" + g.id].append(g.value if g.measured else None)
+                case_values["grader:" + g.id].append(g.value if g.status in MEASURED else None)
             for verdict in grade.verdicts if grade is not None else ():
                 if verdict.score is not None:
                     case_values["judge:" + verdict.judge].append(verdict.score)
