@@ -3,7 +3,8 @@
 Exit codes (stable, for CI gates):
   0  completed: every case complete (passed or failed)
   1  internal error (a bug in mst: please report it)
-  2  user error: bad eval file, bad run directory, bad arguments
+  2  user error: bad eval file, bad run directory, bad arguments; or a disk that cannot take the
+     run (full, read-only, a file where a directory belongs): the run is resumable once fixed
   3  completed with incomplete cases (infrastructure failures or ungraded trials remain)
   130 interrupted (Ctrl-C); the run is resumable
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,7 +29,8 @@ EXIT_INTERRUPTED = 130
 
 
 def _handle_errors(fn: F) -> F:
-    """User errors become one clear line per problem and exit 2 — never a traceback."""
+    """User errors, and a disk that cannot take the run, become one clear line per problem and
+    exit 2 — never a traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -37,14 +39,26 @@ def _handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except UserError as exc:
-            for problem in exc.problems:
-                click.secho(f"error: {str(problem).lstrip(': ')}", fg="red", err=True)
+            _print_problems(exc.problems)
+            sys.exit(EXIT_USER)
+        except OSError as exc:
+            from mst.runs.disk import disk_problem
+
+            problem = disk_problem(exc)
+            if problem is None:
+                raise
+            _print_problems([problem])
             sys.exit(EXIT_USER)
         except KeyboardInterrupt:
             click.secho("interrupted: the run is resumable with `mst run --resume RUN`", fg="yellow", err=True)
             sys.exit(EXIT_INTERRUPTED)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _print_problems(problems: list[Any]) -> None:
+    for problem in problems:
+        click.secho(f"error: {str(problem).lstrip(': ')}", fg="red", err=True)
 
 
 class _Main(click.Group):
@@ -119,7 +133,7 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
                                         secrets_file=secrets_file, progress=progress, runner=runner,
                                         runner_options=runner_options)
     print_summary(outcome.run, outcome.summary, as_json=as_json)
-    _print_notes(outcome.notes)
+    _print_notes(outcome.notes, outcome.notices)
     sys.exit(outcome.exit_code)
 
 
@@ -150,7 +164,9 @@ def grade(run_dir: Path, resume: bool, eval_file: Path | None, runs_dir: Path | 
     sys.exit(outcome.exit_code)
 
 
-def _print_notes(notes: list[str]) -> None:
+def _print_notes(notes: list[str], notices: Sequence[str] = ()) -> None:
+    for notice in notices:
+        click.secho(f"note: {notice}", fg="yellow", err=True)
     for note in notes:
         click.secho(f"error: {note}", fg="red", err=True)
 

@@ -58,6 +58,8 @@ def plan_grading(run: Run, resolved: ResolvedEval, *, resume: bool) -> GradePlan
         if not endings.is_trial(run.ending(key)):
             continue
         earlier = run.trial_grades.get(key) if resume else None
+        if earlier is not None and "try" in earlier and earlier["try"] != _attempt_try(run, key):
+            earlier = None  # graded before the attempt was collected again: grade the new one afresh
         if earlier is not None and earlier.get("status") == "graded" and _still_valid(earlier, resolved, cases[key[1]]):
             continue
         plan.trials.append(key)
@@ -96,7 +98,16 @@ def _comparison_valid(earlier: dict[str, Any], run: Run, resolved: ResolvedEval,
     if earlier.get("identity") != resolved.pairwise.identity or earlier.get("errors"):
         return False
     compared = {p["trial"] for p in earlier.get("pairs", [])}
-    return compared == set(_pair_indexes(run, candidate, baseline, case))
+    indexes = _pair_indexes(run, candidate, baseline, case)
+    if compared != set(indexes):
+        return False
+    return "tries" not in earlier or earlier["tries"] == _pair_tries(run, candidate, baseline, case.id, indexes)
+
+
+def _pair_tries(run: Run, candidate: str, baseline: str, case: str, indexes: list[int]) -> dict[str, list[int]]:
+    """Per compared trial, the tries of both sides: a comparison is of those attempts."""
+    return {str(t): [_attempt_try(run, (candidate, case, t)), _attempt_try(run, (baseline, case, t))]
+            for t in indexes}
 
 
 def _pair_indexes(run: Run, candidate: str, baseline: str, case: ResolvedCase) -> list[int]:
@@ -130,15 +141,21 @@ def _refuse_changed_judges(run: Run, resolved: ResolvedEval) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def trial_view(run: Run, key: Key, case: ResolvedCase) -> TrialView:
+def attempt_view(run: Run, key: Key, case: ResolvedCase) -> tuple[TrialView, int]:
+    """The trial's view for judges, and the attempt's try (which grading records carry)."""
     record = run.attempts[key]
     transcript = record.get("transcript")
     artifacts = record.get("artifacts")
-    return TrialView.of(
+    view = TrialView.of(
         case, variant=key[0], trial=key[2], answer=record.get("answer"), ending=record["ending"],
         transcript=f"{run.root}/{transcript}" if transcript else None, usage=record.get("usage"),
         artifacts_dir=run.paths.root / artifacts if artifacts else None,
     )
+    return view, int(record.get("try", 1))
+
+
+def _attempt_try(run: Run, key: Key) -> int:
+    return int(run.attempts[key].get("try", 1))
 
 
 def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, *, secrets: dict[str, str],
@@ -154,15 +171,16 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, *, secrets: dic
     redactor = Redactor(secrets.values(), resolved.config.redact)
     progress.start("grade", len(plan.trials) + len(plan.pairs))
     cases = {c.id: c for c in resolved.cases}  # resolved.case() scans: quadratic over a big run
-    def grade_one(key: Key, view: TrialView) -> dict[str, Any]:
+    def grade_one(key: Key, view: TrialView, attempt_try: int) -> dict[str, Any]:
         case = cases[key[1]]
         record = grade_trial(view, case, source, keep=plan.keep.get(key)).to_json()
         _run_graders(run, resolved, key, view, record, redactor)
+        record["try"] = attempt_try  # the attempt graded: one collected again is graded again
         redacted: dict[str, Any] = redactor.value(record)
         return redacted
 
     # Views and earlier records are read here, in this thread; only the judging runs in the pool.
-    trials = ((key, functools.partial(grade_one, key, trial_view(run, key, cases[key[1]])))
+    trials = ((key, functools.partial(grade_one, key, *attempt_view(run, key, cases[key[1]])))
               for key in plan.trials)
     pairs = ((pair, _pairwise_job(run, resolved, pair[0], cases[pair[1]], source, redactor))
              for pair in plan.pairs)
@@ -216,14 +234,17 @@ def _pairwise_job(run: Run, resolved: ResolvedEval, candidate: str, case: Resolv
     assert resolved.pairwise is not None and resolved.baseline is not None
     judge, baseline = resolved.pairwise, resolved.baseline.id
     indexes = _pair_indexes(run, candidate, baseline, case)
-    cand = [trial_view(run, (candidate, case.id, t), case) for t in indexes]
-    base = [trial_view(run, (baseline, case.id, t), case) for t in indexes]
+    cand = [attempt_view(run, (candidate, case.id, t), case)[0] for t in indexes]
+    base = [attempt_view(run, (baseline, case.id, t), case)[0] for t in indexes]
     earlier = run.comparisons.get((candidate, case.id))
+    tries = _pair_tries(run, candidate, baseline, case.id, indexes)
+    if earlier is not None and earlier.get("tries", tries) != tries:
+        earlier = None  # a side was collected again: its earlier preferences do not apply
 
     def job() -> dict[str, Any]:
         result = compare_pairwise(case, cand, base, judge, source, keep=earlier,
                                   candidate=candidate, baseline=baseline)
-        redacted: dict[str, Any] = redactor.value({"kind": "pairwise", **result.to_json()})
+        redacted: dict[str, Any] = redactor.value({"kind": "pairwise", **result.to_json(), "tries": tries})
         return redacted
 
     return job

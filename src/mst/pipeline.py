@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from mst.config.secrets import load_secrets
 from mst.grading_phase import GradePlan, grade_run, plan_grading
 from mst.progress import Progress, Silent
 from mst.resolve import resolve_eval
+from mst.runs.debris import run_lock, sweep_all
 from mst.runs.files import Journal
 from mst.runs.layout import RUN_SCHEMA, RunPaths, create_run_dir, key_of, link_attempt_files, write_latest
 from mst.runs.run import Run, open_run
@@ -45,6 +47,7 @@ class Outcome:
     run: Run
     summary: dict[str, Any]  # summary.json without its per-case rows (read the file for those)
     notes: list[str] = dataclasses.field(default_factory=list)  # what went wrong in shards, for the CLI to show
+    notices: list[str] = dataclasses.field(default_factory=list)  # what resume did beyond the usual, to show
 
     @property
     def exit_code(self) -> int:
@@ -65,15 +68,17 @@ def run_eval(
     """Collect (locally, or in shards on ``runner``) and grade (on the coordinator) an eval."""
     resolved = resolve_eval(eval_path)
     secrets = load_secrets(secrets_file)
-    with _opened(runner, runner_options, "collect") as opened:
+    with _opened(runner, runner_options, "collect") as opened, ExitStack() as held:
         target = runs_dir or _default_runs_dir(resolved)
+        sweep_all(None, target)
         meta: dict[str, Any] = {}
 
         def populate(staging: RunPaths, run_id: str) -> None:
             meta.update(_meta(run_id, resolved, no_grade=no_grade))
             Run(staging, meta).write()
 
-        paths = create_run_dir(target, resolved.config.name, populate)
+        paths, lock = create_run_dir(target, resolved.config.name, populate)
+        held.callback(lock.release)
         run = Run(paths, meta)
         write_latest(paths)
         count = len(resolved.variants) * sum(c.trials for c in resolved.cases)
@@ -91,12 +96,21 @@ def resume_run(
     runner_options: Sequence[str] = (),
 ) -> Outcome:
     """Collect what is missing and what a retry can help, then grade what is ungraded."""
-    run = open_run(run_dir, repair=True)
-    resolved = _resolve_for(run)
-    secrets = load_secrets(secrets_file)
+    with run_lock(run_dir):
+        run = open_run(run_dir, repair=True)
+        resolved = _resolve_for(run)
+        secrets = load_secrets(secrets_file)
+        return _resume(run, resolved, secrets, concurrency, progress, runner, runner_options)
+
+
+def _resume(run: Run, resolved: ResolvedEval, secrets: dict[str, str], concurrency: int | None,
+            progress: Progress | None, runner: str | None, runner_options: Sequence[str]) -> Outcome:
     with _opened(runner, runner_options, "collect") as opened:
-        specs = list(_to_resume(run, resolved))
-        return _collect_and_grade(run, resolved, specs, len(specs), secrets, concurrency, progress, opened)
+        lost: list[str] = []
+        specs = list(_to_resume(run, resolved, lost))
+        outcome = _collect_and_grade(run, resolved, specs, len(specs), secrets, concurrency, progress, opened)
+        outcome.notices += _lost_note(lost)
+        return outcome
 
 
 def grade(
@@ -115,10 +129,18 @@ def grade(
     With ``runner``, judges run in shards and the coordinator then grades with their records
     (a recorded source), so every file is written by the same code as a local regrade.
     """
-    source = open_run(run_dir, repair=resume, grading=resume)  # a regrade grades afresh
-    resolved = resolve_eval(eval_path) if eval_path else _resolve_for(source, check_digest=False)
-    secrets = load_secrets(secrets_file)
-    progress = progress or Silent()
+    with ExitStack() as held:
+        if resume:
+            held.enter_context(run_lock(run_dir))  # in place: this command writes the run
+        source = open_run(run_dir, repair=resume, grading=resume)  # a regrade grades afresh
+        resolved = resolve_eval(eval_path) if eval_path else _resolve_for(source, check_digest=False)
+        secrets = load_secrets(secrets_file)
+        return _grade(source, resolved, secrets, resume=resume, runs_dir=runs_dir, progress=progress or Silent(),
+                      runner=runner, runner_options=runner_options, held=held)
+
+
+def _grade(source: Run, resolved: ResolvedEval, secrets: dict[str, str], *, resume: bool, runs_dir: Path | None,
+           progress: Progress, runner: str | None, runner_options: Sequence[str], held: ExitStack) -> Outcome:
     with _opened(runner, runner_options, "grade") as opened:
         if resume:
             plan = plan_grading(source, resolved, resume=True)
@@ -127,7 +149,7 @@ def grade(
             run.meta["grading"] = _grading_meta(resolved)
             run.write()
         else:
-            run = _new_regrade(source, resolved, runs_dir)  # written with its grading metadata
+            run = _new_regrade(source, resolved, runs_dir, held)  # written with its grading metadata
             plan = plan_grading(run, resolved, resume=False)
         sharded = None
         if opened is not None:
@@ -206,14 +228,33 @@ def _opened(name: str | None, options: Sequence[str], work: Work) -> Iterator[Ru
         runner.close()
 
 
-def _to_resume(run: Run, resolved: ResolvedEval) -> Iterable[AttemptSpec]:
-    """Missing attempts and retryable infrastructure failures; never a trial."""
+def _to_resume(run: Run, resolved: ResolvedEval, lost: list[str]) -> Iterable[AttemptSpec]:
+    """Missing attempts, retryable infrastructure failures, and attempts whose transcript is no
+    longer on disk (their keys go to ``lost``); never a trial that still has its evidence.
+
+    An attempt collected again is a new try of the same attempt: its record replaces the
+    earlier one (run.json holds each attempt once) and its grading is redone.
+    """
     for spec in all_attempts(resolved):
         key = (spec.variant.id, spec.case.id, spec.trial)
         if key not in run.attempts:
             yield spec
-        elif endings.is_retryable(run.ending(key)):
+            continue
+        retry = endings.is_retryable(run.ending(key))
+        if not retry:
+            transcript = run.attempts[key].get("transcript")
+            retry = bool(transcript) and not os.path.exists(f"{run.root}/{transcript}")
+            if retry:
+                lost.append(f"{key[0]}/{key[1]}/{key[2]}")
+        if retry:
             yield AttemptSpec(spec.variant, spec.case, spec.trial, int(run.attempts[key].get("try", 1)) + 1)
+
+
+def _lost_note(lost: list[str]) -> list[str]:
+    if not lost:
+        return []
+    shown = ", ".join(lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
+    return [f"{len(lost)} attempt(s) had lost their transcript and were collected again as a new try: {shown}"]
 
 
 def _all_collected(run: Run, resolved: ResolvedEval) -> bool:
@@ -232,7 +273,7 @@ def _resolve_for(run: Run, *, check_digest: bool = True) -> ResolvedEval:
     return resolved
 
 
-def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None) -> Run:
+def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None, held: ExitStack) -> Run:
     if source.meta["phases"].get("collect") != "complete" and not source.attempts:
         raise UserError(Problem(str(source.paths.root), "the run has no collected attempts to grade"))
     run_case_ids = {c["id"] for c in source.meta["cases"]}
@@ -254,7 +295,10 @@ def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None) -> 
         run.write()
         staged.append(run)
 
-    paths = create_run_dir(runs_dir or source.paths.root.parent, resolved.config.name, populate)
+    target = runs_dir or source.paths.root.parent
+    sweep_all(None, target)
+    paths, lock = create_run_dir(target, resolved.config.name, populate)
+    held.callback(lock.release)
     run = staged[0]
     run.paths = paths
     return run

@@ -20,7 +20,6 @@ import queue
 import shutil
 import socket
 import sys
-import tempfile
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -65,6 +64,7 @@ from mst.runners.protocol import (
     message_data,
     parse_coordinator,
 )
+from mst.runs.debris import owned_dir
 from mst.runs.files import atomic_write_json
 from mst.runs.run import open_run
 from mst.session.redact import NO_REDACTION, Redactor
@@ -128,7 +128,8 @@ def run_worker(work: Work, bundle_arg: str, results_arg: str) -> int:
     wire = Wire()
     # Beside the results when they are on this disk, so a killed worker's leftovers go with its shard.
     near = None if results_arg == INLINE else Path(results_arg).parent
-    scratch = Path(tempfile.mkdtemp(prefix="mst-worker-", dir=near))
+    owned = owned_dir("mst-worker-", near)  # locked: a sweep takes it only once this worker is gone
+    scratch = owned.path
     try:
         bundle_dir = _bundle_dir(wire, bundle_arg, scratch)
         if bundle_dir is None:
@@ -160,7 +161,7 @@ def run_worker(work: Work, bundle_arg: str, results_arg: str) -> int:
         wire.send(WorkerError(message=f"{type(exc).__name__}: {exc}"))
         return 1
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        owned.close()
 
 
 def _bundle_dir(wire: Wire, bundle_arg: str, scratch: Path) -> Path | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -33,14 +35,17 @@ def atomic_write_chunks(path: Path | str, chunks: Iterable[bytes], *, fsync: boo
         os.makedirs(head or ".", exist_ok=True)
         fd = os.open(tmp, flags, 0o666)
     try:
+        # Locked while written: a sweep removes a temp file only when its owner is gone
+        # (mst.runs.debris), and a live writer's lock says it is not.
+        fcntl.flock(fd, fcntl.LOCK_EX)
         buffered = bytearray()  # copies: orjson's bytes keep KBs of spare buffer each
         for chunk in chunks:
             buffered += chunk
             if len(buffered) >= IO_BLOCK:
-                _write_all(fd, buffered)
+                _write_all(fd, buffered, target)
                 buffered.clear()
         if buffered:
-            _write_all(fd, buffered)
+            _write_all(fd, buffered, target)
         if fsync:
             os.fsync(fd)
     except BaseException:
@@ -48,7 +53,11 @@ def atomic_write_chunks(path: Path | str, chunks: Iterable[bytes], *, fsync: boo
         os.unlink(tmp)
         raise
     os.close(fd)
-    os.replace(tmp, target)
+    try:
+        os.replace(tmp, target)
+    except OSError:
+        os.unlink(tmp)
+        raise
 
 
 def write_trial_file(path: str, data: bytes) -> None:
@@ -70,7 +79,7 @@ def write_trial_file(path: str, data: bytes) -> None:
         atomic_write_bytes(path, data, fsync=False)
         return
     try:
-        _write_all(fd, data)
+        _write_all(fd, data, path)
     finally:
         os.close(fd)
 
@@ -92,12 +101,23 @@ def read_bytes(path: str | Path) -> bytes:
         os.close(fd)
 
 
-def _write_all(fd: int, data: bytes | bytearray) -> None:
-    with memoryview(data) as whole:
-        view = whole
-        while view:
-            view = view[os.write(fd, view):]
-        del view
+def _write_all(fd: int, data: bytes | bytearray, path: str | Path) -> None:
+    """Write all of ``data``; an error names ``path`` (os.write's own errors name no file)."""
+    try:
+        with memoryview(data) as whole:
+            view = whole
+            while view:
+                view = view[os.write(fd, view):]
+            del view
+    except OSError as exc:
+        raise named(exc, path) from None
+
+
+def named(exc: OSError, path: str | Path) -> OSError:
+    """``exc`` with ``path`` as its file name when it has none: a full disk must say where."""
+    if exc.filename is not None:
+        return exc
+    return type(exc)(exc.errno, exc.strerror, os.fspath(path))
 
 
 def json_file_bytes(value: Any) -> bytes:
@@ -132,12 +152,19 @@ class Journal:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
 
     def append(self, record: dict[str, Any]) -> bytes:
         """Journal ``record``; returns its encoding, for a store that keeps the same bytes."""
         data = orjson.dumps(record)
-        os.write(self._fd, data + b"\n")
+        line = data + b"\n"
+        try:
+            written = os.write(self._fd, line)
+        except OSError as exc:
+            raise named(exc, self.path) from None
+        if written != len(line):  # a full disk took part of the line: take it back, say so
+            os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(self.path))
         return data
 
     def close(self) -> None:
