@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from mst import endings
 from mst.config.errors import Problem, UserError
 from mst.config.resolved import ResolvedCase, ResolvedEval
-from mst.config.secrets import in_environment
+from mst.config.secrets import in_environment, judge_secret_names, only
 from mst.grading import GradingSource, LiveSource, TrialView, compare_pairwise, grade_trial
 from mst.progress import Progress
 from mst.runs.files import Journal, atomic_write_bytes, json_file_bytes, write_trial_file
@@ -186,7 +186,8 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, *, secrets: dic
              for pair in plan.pairs)
     cfg = resolved.config
     workers = (cfg.gradingConcurrency or cfg.concurrency) if _calls_judges(resolved) else 1
-    with in_environment(secrets), Journal(run.paths.grading_journal) as journal:
+    judge_env = only(secrets, judge_secret_names(resolved))  # judges get only what they name
+    with in_environment(judge_env), Journal(run.paths.grading_journal) as journal:
         for key, record in _in_order(trials, workers):
             run.trial_grades.put(key, record, journal.append(record))
             if on_record is not None:

@@ -20,7 +20,7 @@ from mst import __version__, endings
 from mst.collect import AttemptSpec, Collector, all_attempts
 from mst.config.errors import Problem, UserError
 from mst.config.resolved import ResolvedEval
-from mst.config.secrets import load_secrets
+from mst.config.secrets import check_named, load_secrets
 from mst.grading_phase import GradePlan, grade_run, plan_grading
 from mst.progress import Progress, Silent
 from mst.resolve import resolve_eval
@@ -68,6 +68,7 @@ def run_eval(
     """Collect (locally, or in shards on ``runner``) and grade (on the coordinator) an eval."""
     resolved = resolve_eval(eval_path)
     secrets = load_secrets(secrets_file)
+    check_named(resolved, secrets, secrets_file, judges=not no_grade)
     with _opened(runner, runner_options, "collect") as opened, ExitStack() as held:
         target = runs_dir or _default_runs_dir(resolved)
         sweep_all(None, target)
@@ -100,6 +101,7 @@ def resume_run(
         run = open_run(run_dir, repair=True)
         resolved = _resolve_for(run)
         secrets = load_secrets(secrets_file)
+        check_named(resolved, secrets, secrets_file, judges=not run.meta.get("noGrade"))
         return _resume(run, resolved, secrets, concurrency, progress, runner, runner_options)
 
 
@@ -135,6 +137,7 @@ def grade(
         source = open_run(run_dir, repair=resume, grading=resume)  # a regrade grades afresh
         resolved = resolve_eval(eval_path) if eval_path else _resolve_for(source, check_digest=False)
         secrets = load_secrets(secrets_file)
+        check_named(resolved, secrets, secrets_file, clients=False)
         return _grade(source, resolved, secrets, resume=resume, runs_dir=runs_dir, progress=progress or Silent(),
                       runner=runner, runner_options=runner_options, held=held)
 

@@ -15,6 +15,7 @@ from typing import Any
 from mst import endings
 from mst.collect import AttemptSpec
 from mst.config.resolved import ResolvedEval
+from mst.config.secrets import judge_secret_names, only, variant_secret_names
 from mst.grading.recorded import RecordedSource
 from mst.grading_phase import GradePlan
 from mst.progress import Progress
@@ -70,7 +71,7 @@ def grade_in_shards(runner: Runner, run: Run, resolved: ResolvedEval, plan: Grad
 
     progress.start("grade", len(plan.trials) + len(plan.pairs))
     try:
-        interrupted = Coordinator(runner, secrets, workdir).run(shards, on_result)
+        interrupted = Coordinator(runner, only(secrets, judge_secret_names(resolved)), workdir).run(shards, on_result)
     finally:
         progress.finish()
         owned.close(keep=runner.options.keep)
@@ -114,8 +115,9 @@ def collect_in_shards(runner: Runner, resolved: ResolvedEval, run: Run, specs: I
         shard.worker.copy_back(message.files, run.paths.root)
         on_attempt(attempt_record(record, endings.from_record(record)))
 
+    names = [n for v in resolved.variants for n in variant_secret_names(v)]
     try:
-        interrupted = Coordinator(runner, secrets, workdir).run(shards, on_result)
+        interrupted = Coordinator(runner, only(secrets, names), workdir).run(shards, on_result)
     finally:
         owned.close(keep=runner.options.keep)
     return Sharded(_runner_meta(runner, count, shards, owned.path, secrets), interrupted, _notes(shards, secrets))

@@ -145,7 +145,8 @@ def run_worker(work: Work, bundle_arg: str, results_arg: str) -> int:
             wire.send(Done())
             return 0
         secrets = dict(tokens.secrets)
-        os.environ.update(secrets)  # judges and clients read their keys here, and only here
+        if work == "grade":  # judges read their keys from the environment; clients get theirs per
+            os.environ.update(secrets)  # attempt, so no client sees another variant's keys here
         wire.redactor = Redactor(secrets.values(), bundle.config.get("redact") or [])
         restore = _redact_stderr(wire.redactor)
         stop_beats = _heartbeats(wire, bundle.heartbeat_seconds)
