@@ -252,11 +252,15 @@ class RunLock:
 
 @contextlib.contextmanager
 def run_lock(root: Path) -> Iterator[RunLock]:
-    """Hold ``root``'s lock for the body, after sweeping what earlier crashes left (see above)."""
+    """Hold ``root``'s lock for the body, sweeping what earlier crashes left before it and again
+    after it (a killed coordinator's workers, still ending at the start, have ended by then)."""
     lock = RunLock.take(root)
+    ours = (root / "run.json").is_file()  # only a run's own directory is swept, never any other
     try:
-        if (root / "run.json").is_file():  # only a run's own directory is swept, never any other
+        if ours:
             sweep_all(root, root.parent)
         yield lock
     finally:
+        if ours:
+            sweep_all(None, root.parent)
         lock.release()
