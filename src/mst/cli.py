@@ -160,7 +160,7 @@ def grade(run_dir: Path, resume: bool, eval_file: Path | None, runs_dir: Path | 
                                  runs_dir=runs_dir, secrets_file=secrets_file, progress=progress,
                                  runner=runner, runner_options=runner_options)
     print_summary(outcome.run, outcome.summary, as_json=as_json)
-    _print_notes(outcome.notes)
+    _print_notes(outcome.notes, outcome.notices)
     sys.exit(outcome.exit_code)
 
 

@@ -26,7 +26,7 @@ from mst.progress import Progress, Silent
 from mst.resolve import resolve_eval
 from mst.runs.debris import run_lock, sweep_all
 from mst.runs.files import Journal
-from mst.runs.layout import RUN_SCHEMA, RunPaths, create_run_dir, key_of, link_attempt_files, write_latest
+from mst.runs.layout import RUN_SCHEMA, Key, RunPaths, create_run_dir, key_of, link_attempt_files, write_latest
 from mst.runs.run import Run, open_run
 from mst.runs.summary import finalize
 from mst.session.redact import Redactor
@@ -163,7 +163,10 @@ def _grade(source: Run, resolved: ResolvedEval, secrets: dict[str, str], *, resu
             run.meta["grading"]["runner"] = sharded.runner
         grade_run(run, resolved, plan, secrets=secrets, progress=progress,
                   source=sharded.source if sharded else None)
-        return _finish(run, resolved, sharded)
+        outcome = _finish(run, resolved, sharded)
+        outcome.notices += _lost_note([_label(k) for k in source.attempts if _transcript_lost(source, k)],
+                                      collected=False)
+        return outcome
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,20 +248,31 @@ def _to_resume(run: Run, resolved: ResolvedEval, lost: list[str]) -> Iterable[At
             yield spec
             continue
         retry = endings.is_retryable(run.ending(key))
-        if not retry:
-            transcript = run.attempts[key].get("transcript")
-            retry = bool(transcript) and not os.path.exists(f"{run.root}/{transcript}")
-            if retry:
-                lost.append(f"{key[0]}/{key[1]}/{key[2]}")
+        if not retry and _transcript_lost(run, key):
+            retry = True
+            lost.append(_label(key))
         if retry:
             yield AttemptSpec(spec.variant, spec.case, spec.trial, int(run.attempts[key].get("try", 1)) + 1)
 
 
-def _lost_note(lost: list[str]) -> list[str]:
+def _transcript_lost(run: Run, key: Key) -> bool:
+    """The attempt's record names a transcript that is no longer on disk: its evidence is gone."""
+    transcript = run.attempts[key].get("transcript")
+    return bool(transcript) and not os.path.exists(f"{run.root}/{transcript}")
+
+
+def _label(key: Key) -> str:
+    return f"{key[0]}/{key[1]}/{key[2]}"
+
+
+def _lost_note(lost: list[str], *, collected: bool = True) -> list[str]:
     if not lost:
         return []
     shown = ", ".join(lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
-    return [f"{len(lost)} attempt(s) had lost their transcript and were collected again as a new try: {shown}"]
+    if collected:
+        return [f"{len(lost)} attempt(s) had lost their transcript and were collected again as a new try: {shown}"]
+    return [f"{len(lost)} attempt(s) have lost their transcript (their evidence is unavailable): {shown}; "
+            "`mst run --resume RUN` collects them again"]
 
 
 def _all_collected(run: Run, resolved: ResolvedEval) -> bool:
