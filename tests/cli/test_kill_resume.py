@@ -30,7 +30,7 @@ def _eval(tmp: Path, cases: int) -> tuple[Path, set[tuple[str, str, int]]]:
 
 def _killed(args: list[str], cwd: Path, env: dict[str, str], after: float) -> None:
     """Run `mst ARGS` and SIGKILL it (only it: its shard workers are left to notice) after ``after`` s."""
-    proc = subprocess.Popen([sys.executable, "-m", "mst", *args], cwd=cwd, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "mst", *args], cwd=cwd, env={**os.environ, **env},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         proc.wait(after)
