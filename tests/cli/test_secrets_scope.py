@@ -9,7 +9,7 @@ from tests.helpers import basic_eval, load, only_run, run_cli, write_eval
 
 NAMES = ("A_KEY", "B_KEY", "M_KEY", "JUDGE_KEY")
 SECRETS = "".join(f"{name}=value-of-{name.lower()}-123\n" for name in NAMES)
-SEEN = "import os; print(' '.join(n for n in %r if n in os.environ) or 'none')" % (NAMES,)
+SEEN = f"import os; print(' '.join(n for n in {NAMES!r} if n in os.environ) or 'none')"
 JUDGE = f'''
 import os
 
