@@ -7,8 +7,9 @@ result as it is made. It adds transport only.
 
 The channel is the process's stdout, so fd 1 is moved aside first and everything else that
 writes to stdout (a judge's print, a child process) lands on stderr instead of corrupting it.
-Secrets live in this process's environment only, and every line sent back, on the channel or
-on stderr, is redacted.
+Secrets live in this process only — a grade worker's environment (judges read them there), a
+collect worker's memory (each client gets its variant's in its request) — and every line sent
+back, on the channel or on stderr, is redacted.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ from mst.runners.protocol import (
     message_data,
     parse_coordinator,
 )
-from mst.runs.debris import owned_dir
+from mst.runs.debris import owned_dir, sweep_work_dirs
 from mst.runs.files import atomic_write_json
 from mst.runs.run import open_run
 from mst.session.redact import NO_REDACTION, Redactor
@@ -128,6 +129,8 @@ def run_worker(work: Work, bundle_arg: str, results_arg: str) -> int:
     wire = Wire()
     # Beside the results when they are on this disk, so a killed worker's leftovers go with its shard.
     near = None if results_arg == INLINE else Path(results_arg).parent
+    if near is None:  # on a machine of its own: what killed workers left in its $TMPDIR goes first
+        sweep_work_dirs()
     owned = owned_dir("mst-worker-", near)  # locked: a sweep takes it only once this worker is gone
     scratch = owned.path
     try:

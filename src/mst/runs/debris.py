@@ -1,6 +1,6 @@
 """What a crash leaves behind, and removing it without ever touching a live process's files.
 
-A process killed at the wrong instant leaves temporary names behind (docs/run-directory.md,
+A process killed at the wrong instant leaves temporary names behind (README.md, "The run directory",
 "What a crash leaves"):
 
 * ``.<name>.<pid>.tmp`` — an atomic write cut short (beside run.json, results.json, in

@@ -1,7 +1,7 @@
 """A disk that cannot take a run's files — full, read-only, not ours, or a file where a folder
 should be — as one clear line naming the path, not a traceback.
 
-The run stays resumable whatever was being written (docs/run-directory.md): files are written
+The run stays resumable whatever was being written (README.md, "The run directory"): files are written
 whole or not at all and the journals lose at most the line being appended, so the message
 says to fix the disk and resume.
 """
