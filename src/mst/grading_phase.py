@@ -235,10 +235,11 @@ def _pairwise_job(run: Run, resolved: ResolvedEval, candidate: str, case: Resolv
     assert resolved.pairwise is not None and resolved.baseline is not None
     judge, baseline = resolved.pairwise, resolved.baseline.id
     indexes = _pair_indexes(run, candidate, baseline, case)
-    cand = [attempt_view(run, (candidate, case.id, t), case)[0] for t in indexes]
-    base = [attempt_view(run, (baseline, case.id, t), case)[0] for t in indexes]
+    cand_views = [attempt_view(run, (candidate, case.id, t), case) for t in indexes]
+    base_views = [attempt_view(run, (baseline, case.id, t), case) for t in indexes]
+    cand, base = [v for v, _ in cand_views], [v for v, _ in base_views]
     earlier = run.comparisons.get((candidate, case.id))
-    tries = _pair_tries(run, candidate, baseline, case.id, indexes)
+    tries = {str(t): [c, b] for t, (_, c), (_, b) in zip(indexes, cand_views, base_views, strict=True)}
     if earlier is not None and earlier.get("tries", tries) != tries:
         earlier = None  # a side was collected again: its earlier preferences do not apply
 
