@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 from gsession import call, ev, request, result
 
-from mst._cli_graders import experiments, graders
+from mst.cli.graders import experiments, graders
 from mst.graders import parse_graders_config, run_graders
 from mst.session.io import write_transcript
 

@@ -1,4 +1,4 @@
-"""Experiment metric references (seed 002 §7) and the analysis, with hand-computed figures."""
+"""Experiment metric references (docs/graders.md) and the analysis, with hand-computed figures."""
 
 from __future__ import annotations
 

@@ -7,7 +7,17 @@ from typing import Any
 
 import pytest
 
-from mst.runs.stats import (
+from mst.statistics import (
+    betainc,
+    case_sum,
+    clustered_mean,
+    clustered_mean_of_sums,
+    paired_difference,
+    t_cdf,
+    t_quantile,
+    wilson_interval,
+)
+from mst.statistics.rates import (
     CaseTrials,
     case_passes,
     case_row,
@@ -18,16 +28,6 @@ from mst.runs.stats import (
     pass_rate,
     preference_counts,
     variant_stats,
-)
-from mst.statistics import (
-    betainc,
-    case_sum,
-    clustered_mean,
-    clustered_mean_of_sums,
-    paired_difference,
-    t_cdf,
-    t_quantile,
-    wilson_interval,
 )
 
 # --- the t distribution ---------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable, Iterable, Iterator
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import orjson
 import yaml
 
 from mst.config.errors import Problem, UserError
+from mst.config.plugins import DATASETS, UnknownPlugin, load
 
 RawCase = tuple[dict[str, Any], str]  # (case mapping, "file:line")
 Loader = Callable[[Path | None, dict[str, Any]], Iterable[RawCase | dict[str, Any]]]
@@ -96,18 +96,13 @@ def load_yaml(path: Path | None, options: dict[str, Any]) -> list[RawCase]:
     return out
 
 
-BUILTIN: dict[str, Loader] = {"jsonl": load_jsonl, "csv": load_csv, "yaml": load_yaml, "yml": load_yaml}
-
-
 def loader_for(fmt: str) -> Loader:
-    if fmt in BUILTIN:
-        return BUILTIN[fmt]
-    for ep in entry_points(group="mst.datasets"):
-        if ep.name == fmt:
-            loaded: Loader = ep.load()
-            return loaded
-    known = sorted(set(BUILTIN) | {ep.name for ep in entry_points(group="mst.datasets")})
-    raise UserError(f"unknown dataset format {fmt!r}; known: {', '.join(known)}")
+    """The loader of dataset format ``fmt``: a built-in, or a ``mst.datasets`` plugin."""
+    try:
+        loaded: Loader = load(DATASETS, fmt)
+    except UnknownPlugin as exc:
+        raise UserError(str(exc)) from None
+    return loaded
 
 
 def load_dataset(path: Path | None, fmt: str | None, options: dict[str, Any]) -> Iterator[RawCase]:

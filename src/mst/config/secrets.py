@@ -3,7 +3,7 @@
 Values are only ever held in memory and in the environment of the processes that need them;
 error messages name the file and line, never a value.
 
-Each consumer gets only the secrets it names (README, "Secrets"): a variant's client gets the
+Each consumer gets only the secrets it names (docs/shards.md, "Secrets"): a variant's client gets the
 names in the variant's ``secrets`` list plus every ``${NAME}`` its ``mcpServers`` refer to; the
 judges (the grading environment, on the coordinator and on every grade worker) get the names in
 their ``secrets`` lists. A named secret the file lacks stops the run before anything starts.

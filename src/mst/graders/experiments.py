@@ -1,4 +1,4 @@
-"""Grader-backed experiment metrics (seed 002 §7): reference validation and analysis.
+"""Grader-backed experiment metrics (docs/graders.md, "Replay"): reference validation and analysis.
 
 Variants are the experiment's arms and the baseline variant is the control. Only valid numeric
 results count: a missing, unavailable or errored result is excluded (and counted as excluded),

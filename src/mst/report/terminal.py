@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
@@ -58,7 +59,7 @@ def _interval(rate: dict[str, Any] | None) -> str:
     return f"{_pct(rate['estimate'])} [{_pct(low)}, {_pct(high)}]"
 
 
-def print_summary(run: Run, summary: dict[str, Any], *, as_json: bool = False) -> None:
+def print_summary(run: Run, summary: Mapping[str, Any], *, as_json: bool = False) -> None:
     if as_json:  # the file, with its per-case rows (the summary in memory has none)
         sys.stdout.flush()
         with open(run.paths.summary, "rb") as fh:
@@ -79,7 +80,7 @@ def print_summary(run: Run, summary: dict[str, Any], *, as_json: bool = False) -
                       f"`mst run --resume {run.paths.root}` collects what a retry can help")
 
 
-def variant_table(summary: dict[str, Any]) -> Table:
+def variant_table(summary: Mapping[str, Any]) -> Table:
     table = Table(title=f"{summary.get('eval', '')}: pass rates (95% interval clustered by case)")
     for col in ("variant", "pass rate", "pass@k", "pass^k", "cases ✓/✗/…", "infra", "vs baseline"):
         table.add_column(col, justify="left" if col == "variant" else "right")

@@ -33,7 +33,7 @@ QUOTED = "{argv_quoted}"
 def expand(template: str, argv: list[str]) -> list[str]:
     """The launch command: ``template`` with ``{argv}`` replaced by the worker's argv.
 
-    The argv is quoted exactly where a shell will read it (README, "The command runner"):
+    The argv is quoted exactly where a shell will read it (docs/shards.md, "The command runner's `{argv}`"):
 
     * ``{argv}`` inside a longer word (``sh -c 'cd /srv && {argv}'``), right after a shell's
       ``-c`` (``bash -c {argv}``, ``kubectl exec -i pod -- sh -c {argv}``), or ``{argv_quoted}``

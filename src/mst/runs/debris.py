@@ -1,7 +1,7 @@
 """What a crash leaves behind, and removing it without ever touching a live process's files.
 
-A process killed at the wrong instant leaves temporary names behind (README.md, "The run directory",
-"What a crash leaves"):
+A process killed at the wrong instant leaves temporary names behind (docs/run-directory.md,
+"What a crash leaves, and who removes it"):
 
 * ``.<name>.<pid>.tmp`` — an atomic write cut short (beside run.json, results.json, in
   ``graders/…``, beside ``latest.json``);
@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mst.config.errors import Problem, UserError
+from mst.errors import Problem, UserError
 
 TMP_FILE = re.compile(r"^\..+\.(\d+)\.tmp$")
 STAGING_DIR = re.compile(r"^\..+\.(\d+)\.staging$")

@@ -1,9 +1,9 @@
 """A disk that cannot take a run's files — full, read-only, not ours, or a file where a folder
 should be — as one clear line naming the path, not a traceback.
 
-The run stays resumable whatever was being written (README.md, "The run directory"): files are written
-whole or not at all and the journals lose at most the line being appended, so the message
-says to fix the disk and resume.
+The run stays resumable whatever was being written (docs/run-directory.md, "A disk that cannot
+take the run"): files are written whole or not at all and the journals lose at most the line
+being appended, so the message says to fix the disk and resume.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 
-from mst.config.errors import Problem
+from mst.errors import Problem
 
 _WHAT = {
     errno.ENOSPC: "no space left on the device",

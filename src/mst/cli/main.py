@@ -1,68 +1,24 @@
 """The `mst` command: parse arguments, call the library, print. Nothing else lives here.
 
-Exit codes (stable, for CI gates):
-  0  completed: every case complete (passed or failed)
-  1  internal error (a bug in mst: please report it)
-  2  user error: bad eval file, bad run directory, bad arguments; or a disk that cannot take the
-     run (full, read-only, a file where a directory belongs): the run is resumable once fixed
-  3  completed with incomplete cases (infrastructure failures or ungraded trials remain)
-  130 interrupted (Ctrl-C); the run is resumable
+Exit codes (stable, for CI gates) are :data:`mst.errors.EXIT_CODES`: 0 every case complete,
+1 internal error, 2 user error (or a disk that cannot take the run: it is resumable once fixed),
+3 completed with incomplete cases, 130 interrupted (resumable).
 """
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
 from mst import __version__
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-EXIT_USER = 2
-EXIT_INTERNAL = 1
-EXIT_INTERRUPTED = 130
-
-
-def _handle_errors(fn: F) -> F:
-    """User errors, and a disk that cannot take the run, become one clear line per problem and
-    exit 2 — never a traceback."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from mst.config.errors import UserError
-
-        try:
-            return fn(*args, **kwargs)
-        except UserError as exc:
-            _print_problems(exc.problems)
-            sys.exit(EXIT_USER)
-        except OSError as exc:
-            from mst.runs.disk import disk_problem
-
-            problem = disk_problem(exc)
-            if problem is None:
-                raise
-            _print_problems([problem])
-            sys.exit(EXIT_USER)
-        except KeyboardInterrupt:
-            click.secho("interrupted: the run is resumable with `mst run --resume RUN`", fg="yellow", err=True)
-            sys.exit(EXIT_INTERRUPTED)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _print_problems(problems: list[Any]) -> None:
-    for problem in problems:
-        click.secho(f"error: {str(problem).lstrip(': ')}", fg="red", err=True)
+from mst.cli.handling import handle_errors
 
 
 class _Main(click.Group):
-    """The optional command groups (mst._cli_graders pulls in the graders and rich) are imported
+    """The optional command groups (mst.cli.graders pulls in the graders and rich) are imported
     only when a command needs them, so `mst --version` and `mst run` do not pay for them."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -83,10 +39,10 @@ def main() -> None:
 
 @main.command()
 @click.argument("eval_file", type=click.Path(path_type=Path))
-@_handle_errors
+@handle_errors
 def validate(eval_file: Path) -> None:
     """Check an eval file: schema, datasets, client settings, judges, graders."""
-    from mst.resolve import resolve_eval
+    from mst.config.resolve import resolve_eval
 
     resolved = resolve_eval(eval_file)
     trials = sum(c.trials for c in resolved.cases) * len(resolved.variants)
@@ -115,11 +71,11 @@ def schema() -> None:
 @click.option("--runner", help="Run shards on this runner: process, ray, command, or a plugin.")
 @click.option("--runner-option", "runner_options", multiple=True, metavar="KEY=VALUE",
               help="A runner option (repeatable): shards=N, keep=true, or the runner's own.")
-@_handle_errors
+@handle_errors
 def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concurrency: int | None,
         secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...]) -> None:
     """Collect and grade an eval (TARGET = eval file), or resume a run (--resume TARGET = run dir)."""
-    from mst import pipeline
+    from mst import api as pipeline
     from mst.report.terminal import RichProgress, print_summary
     from mst.runs.layout import resolve_run_dir
 
@@ -147,11 +103,11 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
 @click.option("--runner", help="Run shards on this runner: process, ray, command, or a plugin.")
 @click.option("--runner-option", "runner_options", multiple=True, metavar="KEY=VALUE",
               help="A runner option (repeatable): shards=N, keep=true, or the runner's own.")
-@_handle_errors
+@handle_errors
 def grade(run_dir: Path, resume: bool, eval_file: Path | None, runs_dir: Path | None,
           secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...]) -> None:
     """Regrade a stored run into a new run (regradeOf), without collecting again."""
-    from mst import pipeline
+    from mst import api as pipeline
     from mst.report.terminal import RichProgress, print_summary
     from mst.runs.layout import resolve_run_dir
 
@@ -199,7 +155,7 @@ def _attach_optional_groups() -> None:
     if _optional_attached:
         return
     _optional_attached = True
-    from mst._cli_graders import experiments, graders
+    from mst.cli.graders import experiments, graders
 
     main.add_command(graders)
     main.add_command(experiments)

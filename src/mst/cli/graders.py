@@ -2,11 +2,13 @@
 
 Commands only read files and print; the computation is :func:`mst.graders.replay` and
 :func:`mst.graders.analyze_experiment`, the same code the grading phase uses. A user error
-(missing file, invalid config, legacy payload) exits with status 2 and one line on stderr.
+(missing file, invalid config, legacy payload) is :class:`mst.errors.UserError`: one line on
+stderr and exit status 2, as in every command (:mod:`mst.cli.handling`).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from mst.cli.handling import handle_errors
+from mst.errors import EXIT_USER, UserError
 from mst.graders import (
     BUILTINS,
     DEFAULT_MIN_SAMPLES,
@@ -29,12 +33,6 @@ from mst.graders import (
     replay,
 )
 from mst.session.io import TranscriptError, read_transcript
-
-
-class UserError(click.ClickException):
-    """A problem with the user's input: one line, exit status 2, no traceback."""
-
-    exit_code = 2
 
 
 def _load_document(path: Path, what: str) -> Any:
@@ -79,6 +77,7 @@ def graders() -> None:
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="YAML/JSON graders config or manifest.")
 @click.option("--expected", "expected_path", type=click.Path(path_type=Path), help="The case's expected value.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest and results as JSON.")
+@handle_errors
 def graders_run(session: Path, config_path: Path | None, expected_path: Path | None, as_json: bool) -> None:
     """Run the enabled graders on SESSION (unified-session JSONL or a JSON array of events)."""
     try:
@@ -123,6 +122,7 @@ def _print_results(results: list[dict[str, Any]], source: str) -> None:
 
 @graders.command("check-shell")
 @click.argument("script", type=click.Path(path_type=Path))
+@handle_errors
 def graders_check_shell(script: Path) -> None:
     """Analyze an operational-value Bash SCRIPT: accepted (exit 0), or each rejection (exit 2)."""
     from mst.graders.custom.bash_check import analyze_shell
@@ -134,7 +134,7 @@ def graders_check_shell(script: Path) -> None:
     analysis = analyze_shell(source)
     click.echo(f"{script}: {analysis.summary()}")
     if not analysis.accepted:
-        raise SystemExit(2)
+        sys.exit(EXIT_USER)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,6 +236,7 @@ def _print_analysis(analysis: dict[str, Any]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 @click.option("--min-samples", type=click.IntRange(min=1), default=DEFAULT_MIN_SAMPLES, show_default=True)
 @click.option("--metric", "metric_refs", multiple=True, help="grader:<id> or graders.<id>.value (repeatable).")
+@handle_errors
 def experiments_analyze(run_dir: Path, as_json: bool, min_samples: int, metric_refs: tuple[str, ...]) -> None:
     """Compare variants of RUN on grader metrics, each against the baseline variant."""
     run_json_path = run_dir / "run.json"

@@ -1,4 +1,4 @@
-"""Student's t, and means with honest intervals: the one home of mst's inferential statistics.
+"""Student's t, Wilson, and means clustered or paired by case, with honest intervals.
 
 Used by the run summary (pass rates, grader means) and by experiment analysis (paired
 differences between variants). Stdlib only, no mst imports, pure functions, so any layer may

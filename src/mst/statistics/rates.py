@@ -18,9 +18,9 @@ within-case correlation, so the interval is conservative, and Wilson behaves wel
 The method used is reported with the interval.
 
 **Incomplete cases** (short of a trial, or with an ungraded trial) are neither passed nor
-failed and are left out of every rate (seed 001).
+failed and are left out of every rate (docs/endings.md, "Incomplete cases").
 
-The t distribution and the clustered and paired estimators live in :mod:`mst.statistics`.
+The t distribution and the clustered and paired estimators live in :mod:`mst.statistics.intervals`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from mst.statistics import CONFIDENCE, t_quantile, wilson_interval
+from mst.statistics.intervals import CONFIDENCE, t_quantile, wilson_interval
 
 CaseStatus = Literal["passed", "failed", "incomplete"]
 
