@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,13 +21,14 @@ from mst.collect import AttemptSpec, Collector, all_attempts
 from mst.config.errors import Problem, UserError
 from mst.config.resolve import resolve_eval
 from mst.config.resolved import ResolvedEval
-from mst.config.secrets import load_secrets
+from mst.config.secrets import check_named, load_secrets
 from mst.errors import EXIT_INCOMPLETE, EXIT_OK
 from mst.grading.context import GradingContext
 from mst.grading.phase import grade_run, plan_grading
 from mst.runs.attempts import AttemptRecord
+from mst.runs.debris import run_lock, sweep_all
 from mst.runs.files import Journal
-from mst.runs.layout import RUN_SCHEMA, RunPaths, create_run_dir, key_of, link_attempt_files, write_latest
+from mst.runs.layout import RUN_SCHEMA, Key, RunPaths, create_run_dir, key_of, link_attempt_files, write_latest
 from mst.runs.meta import GradingMeta, RunMeta
 from mst.runs.progress import Progress, Silent
 from mst.runs.run import Run, open_run
@@ -43,6 +45,7 @@ class Outcome:
     run: Run
     summary: Summary  # summary.json without its per-case rows (read the file for those)
     notes: list[str] = dataclasses.field(default_factory=list)  # what went wrong in shards, for the CLI to show
+    notices: list[str] = dataclasses.field(default_factory=list)  # what resume did beyond the usual, to show
 
     @property
     def exit_code(self) -> int:
@@ -64,15 +67,19 @@ def run_eval(
     """Collect (locally, or in shards on ``runner``) and grade (on the coordinator) an eval."""
     resolved = resolve_eval(eval_path)
     secrets = load_secrets(secrets_file)
-    with _opened(runner, runner_options, "collect") as opened:
+    check_named(resolved, secrets, secrets_file, judges=not no_grade)
+    with _opened(runner, runner_options, "collect") as opened, ExitStack() as held:
         target = runs_dir or _default_runs_dir(resolved)
+        sweep_all(None, target)
+        held.callback(sweep_all, None, target)  # again at the end: a killed run's workers have ended by now
         made: list[RunMeta] = []
 
         def populate(staging: RunPaths, run_id: str) -> None:
             made.append(RunMeta.from_json(_meta(run_id, resolved, no_grade=no_grade)))
             Run(staging, made[0]).write()
 
-        paths = create_run_dir(target, resolved.config.name, populate)
+        paths, lock = create_run_dir(target, resolved.config.name, populate)
+        held.callback(lock.release)
         run = Run(paths, made[0])
         write_latest(paths)
         count = len(resolved.variants) * sum(c.trials for c in resolved.cases)
@@ -91,13 +98,24 @@ def resume_run(
     confidence: float = CONFIDENCE,
 ) -> Outcome:
     """Collect what is missing and what a retry can help, then grade what is ungraded."""
-    run = open_run(run_dir, repair=True)
-    resolved = _resolve_for(run)
-    secrets = load_secrets(secrets_file)
+    with run_lock(run_dir):
+        run = open_run(run_dir, repair=True)
+        resolved = _resolve_for(run)
+        secrets = load_secrets(secrets_file)
+        check_named(resolved, secrets, secrets_file, judges=not run.meta.no_grade)
+        return _resume(run, resolved, secrets, concurrency, progress, runner, runner_options, confidence)
+
+
+def _resume(run: Run, resolved: ResolvedEval, secrets: dict[str, str], concurrency: int | None,
+            progress: Progress | None, runner: str | None, runner_options: Sequence[str],
+            confidence: float) -> Outcome:
     with _opened(runner, runner_options, "collect") as opened:
-        specs = list(_to_resume(run, resolved))
-        return _collect_and_grade(run, resolved, specs, len(specs), secrets, concurrency, progress, opened,
-                                  confidence=confidence)
+        lost: list[str] = []
+        specs = list(_to_resume(run, resolved, lost))
+        outcome = _collect_and_grade(run, resolved, specs, len(specs), secrets, concurrency, progress, opened,
+                                     confidence=confidence)
+        outcome.notices += _lost_note(lost)
+        return outcome
 
 
 def grade(
@@ -117,10 +135,20 @@ def grade(
     With ``runner``, judges run in shards and the coordinator then grades with their records
     (a recorded source), so every file is written by the same code as a local regrade.
     """
-    source = open_run(run_dir, repair=resume, grading=resume)  # a regrade grades afresh
-    resolved = resolve_eval(eval_path) if eval_path else _resolve_for(source, check_digest=False)
-    secrets = load_secrets(secrets_file)
-    progress = progress or Silent()
+    with ExitStack() as held:
+        if resume:
+            held.enter_context(run_lock(run_dir))  # in place: this command writes the run
+        source = open_run(run_dir, repair=resume, grading=resume)  # a regrade grades afresh
+        resolved = resolve_eval(eval_path) if eval_path else _resolve_for(source, check_digest=False)
+        secrets = load_secrets(secrets_file)
+        check_named(resolved, secrets, secrets_file, clients=False)
+        return _grade(source, resolved, secrets, resume=resume, runs_dir=runs_dir, progress=progress or Silent(),
+                      runner=runner, runner_options=runner_options, held=held, confidence=confidence)
+
+
+def _grade(source: Run, resolved: ResolvedEval, secrets: dict[str, str], *, resume: bool, runs_dir: Path | None,
+           progress: Progress, runner: str | None, runner_options: Sequence[str], held: ExitStack,
+           confidence: float) -> Outcome:
     context = _context(resolved, secrets)
     with _opened(runner, runner_options, "grade") as opened:
         if resume:
@@ -129,7 +157,7 @@ def grade(
             run.meta = run.meta.with_phases(grade="partial").with_grading(_grading_meta(resolved, context))
             run.write()
         else:
-            run = _new_regrade(source, resolved, runs_dir, context)  # written with its grading metadata
+            run = _new_regrade(source, resolved, runs_dir, context, held)  # written with its grading metadata
             plan = plan_grading(run, resolved, context, resume=False)
         sharded = None
         if opened is not None:
@@ -140,7 +168,10 @@ def grade(
         # Sharded, the coordinator replays the shards' records: it runs no judge and no grader.
         grade_run(run, resolved, plan, context, secrets=secrets, progress=progress,
                   source=sharded.source if sharded else None)
-        return _finish(run, resolved, sharded, confidence)
+        outcome = _finish(run, resolved, sharded, confidence)
+        outcome.notices += _lost_note([_label(k) for k in source.attempts if _transcript_lost(source, k)],
+                                      collected=False)
+        return outcome
 
 
 def _context(resolved: ResolvedEval, secrets: dict[str, str]) -> GradingContext:
@@ -217,14 +248,44 @@ def _opened(name: str | None, options: Sequence[str], work: Work) -> Iterator[Ru
         runner.close()
 
 
-def _to_resume(run: Run, resolved: ResolvedEval) -> Iterable[AttemptSpec]:
-    """Missing attempts and retryable infrastructure failures; never a trial."""
+def _to_resume(run: Run, resolved: ResolvedEval, lost: list[str]) -> Iterable[AttemptSpec]:
+    """Missing attempts, retryable infrastructure failures, and attempts whose transcript is no
+    longer on disk (their keys go to ``lost``); never a trial that still has its evidence.
+
+    An attempt collected again is a new try of the same attempt: its record replaces the
+    earlier one (run.json holds each attempt once) and its grading is redone.
+    """
     for spec in all_attempts(resolved):
         key = (spec.variant.id, spec.case.id, spec.trial)
         if key not in run.attempts:
             yield spec
-        elif endings.is_retryable(run.ending(key)):
+            continue
+        retry = endings.is_retryable(run.ending(key))
+        if not retry and _transcript_lost(run, key):
+            retry = True
+            lost.append(_label(key))
+        if retry:
             yield AttemptSpec(spec.variant, spec.case, spec.trial, run.attempts[key].try_number + 1)
+
+
+def _transcript_lost(run: Run, key: Key) -> bool:
+    """The attempt's record names a transcript that is no longer on disk: its evidence is gone."""
+    transcript = run.attempts[key].transcript
+    return bool(transcript) and not os.path.exists(f"{run.root}/{transcript}")
+
+
+def _label(key: Key) -> str:
+    return f"{key[0]}/{key[1]}/{key[2]}"
+
+
+def _lost_note(lost: list[str], *, collected: bool = True) -> list[str]:
+    if not lost:
+        return []
+    shown = ", ".join(lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
+    if collected:
+        return [f"{len(lost)} attempt(s) had lost their transcript and were collected again as a new try: {shown}"]
+    return [f"{len(lost)} attempt(s) have lost their transcript (their evidence is unavailable): {shown}; "
+            "`mst run --resume RUN` collects them again"]
 
 
 def _all_collected(run: Run, resolved: ResolvedEval) -> bool:
@@ -243,7 +304,8 @@ def _resolve_for(run: Run, *, check_digest: bool = True) -> ResolvedEval:
     return resolved
 
 
-def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None, context: GradingContext) -> Run:
+def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None, context: GradingContext,
+                 held: ExitStack) -> Run:
     if source.meta.phases.collect != "complete" and not source.attempts:
         raise UserError(Problem(str(source.paths.root), "the run has no collected attempts to grade"))
     run_case_ids = source.meta.case_ids
@@ -266,7 +328,11 @@ def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None, con
         run.write()
         staged.append(run)
 
-    paths = create_run_dir(runs_dir or source.paths.root.parent, resolved.config.name, populate)
+    target = runs_dir or source.paths.root.parent
+    sweep_all(None, target)
+    held.callback(sweep_all, None, target)
+    paths, lock = create_run_dir(target, resolved.config.name, populate)
+    held.callback(lock.release)
     run = staged[0]
     run.paths = paths
     return run

@@ -20,6 +20,7 @@ from mst.clients.base import AttemptOutcome, AttemptRequest, Client, TranscriptR
 from mst.clients.registry import client_class
 from mst.config.models import VariantConfig
 from mst.config.resolved import ResolvedCase, ResolvedEval
+from mst.config.secrets import only, variant_secret_names
 from mst.runs.layout import RunPaths
 from mst.session.events import SESSION_RESULT
 from mst.session.io import write_transcript
@@ -59,7 +60,8 @@ class Collector:
     ) -> None:
         self.resolved = resolved
         self.root = run_root
-        self.secrets = dict(secrets)
+        # Each client gets only the secrets its variant names (mst.config.secrets).
+        self._secrets = {v.id: only(secrets, variant_secret_names(v)) for v in resolved.variants}
         self.redactor = redactor
         self.on_attempt = on_attempt
         self.concurrency = concurrency or resolved.config.concurrency
@@ -101,7 +103,7 @@ class Collector:
             case_id=case.id, prompt=case.prompt, expected=case.expected, metadata=case.metadata,
             variant=variant, trial=spec.trial, try_number=spec.try_number, seed=self.resolved.config.seed,
             deadline_s=deadline, artifacts_dir=self.root / RunPaths.artifacts_rel(variant.id, case.id, spec.trial),
-            transcript=recorder, secrets=self.secrets, case_mock=case.mock,
+            transcript=recorder, secrets=self._secrets.get(variant.id, {}), case_mock=case.mock,
         )
         started = time.monotonic()
         produced: endings.Ending | BaseException

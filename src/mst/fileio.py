@@ -8,6 +8,7 @@ See ``docs/run-directory.md``."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -39,14 +40,17 @@ def atomic_write_chunks(path: Path | str, chunks: Iterable[bytes], *, fsync: boo
         os.makedirs(head or ".", exist_ok=True)
         fd = os.open(tmp, flags, 0o666)
     try:
+        # Locked while written: a sweep removes a temp file only when its owner is gone
+        # (mst.runs.debris, docs/run-directory.md), and a live writer's lock says it is not.
+        fcntl.flock(fd, fcntl.LOCK_EX)
         buffered = bytearray()  # copies: orjson's bytes keep KBs of spare buffer each
         for chunk in chunks:
             buffered += chunk
             if len(buffered) >= IO_BLOCK:
-                _write_all(fd, buffered)
+                _write_all(fd, buffered, target)
                 buffered.clear()
         if buffered:
-            _write_all(fd, buffered)
+            _write_all(fd, buffered, target)
         if fsync:
             os.fsync(fd)
     except BaseException:
@@ -54,7 +58,11 @@ def atomic_write_chunks(path: Path | str, chunks: Iterable[bytes], *, fsync: boo
         os.unlink(tmp)
         raise
     os.close(fd)
-    os.replace(tmp, target)
+    try:
+        os.replace(tmp, target)
+    except OSError:
+        os.unlink(tmp)
+        raise
 
 
 def write_trial_file(path: str, data: bytes) -> None:
@@ -76,7 +84,7 @@ def write_trial_file(path: str, data: bytes) -> None:
         atomic_write_bytes(path, data, fsync=False)
         return
     try:
-        _write_all(fd, data)
+        _write_all(fd, data, path)
     finally:
         os.close(fd)
 
@@ -98,12 +106,23 @@ def read_bytes(path: str | Path) -> bytes:
         os.close(fd)
 
 
-def _write_all(fd: int, data: bytes | bytearray) -> None:
-    with memoryview(data) as whole:
-        view = whole
-        while view:
-            view = view[os.write(fd, view):]
-        del view
+def _write_all(fd: int, data: bytes | bytearray, path: str | Path) -> None:
+    """Write all of ``data``; an error names ``path`` (os.write's own errors name no file)."""
+    try:
+        with memoryview(data) as whole:
+            view = whole
+            while view:
+                view = view[os.write(fd, view):]
+            del view
+    except OSError as exc:
+        raise named(exc, path) from None
+
+
+def named(exc: OSError, path: str | Path) -> OSError:
+    """``exc`` with ``path`` as its file name when it has none: a full disk must say where."""
+    if exc.filename is not None:
+        return exc
+    return type(exc)(exc.errno, exc.strerror, os.fspath(path))
 
 
 def json_file_bytes(value: Any) -> bytes:

@@ -11,7 +11,7 @@ CANARY = "sk-canary-7f3a9c1e5b"
 
 def test_secret_never_reaches_run_files_or_output(tmp_path: Path) -> None:
     (tmp_path / "secrets.env").write_text(f"# keys\nMY_KEY={CANARY}\n")
-    variant = {"id": "cmd", "client": "command",
+    variant = {"id": "cmd", "client": "command", "secrets": ["MY_KEY"],
                "settings": {"command": ["sh", "-c", 'echo "42 key=$MY_KEY"; echo "err $MY_KEY" >&2; '
                                                     'echo "k=$MY_KEY" > notes.txt']}}
     doc = basic_eval(variants=[variant], assertions=[{"type": "contains", "value": "42"}],

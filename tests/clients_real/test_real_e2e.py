@@ -70,6 +70,8 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                          {"kind": "infrastructure", "what": "client-app", "retryable": True}),
 }
 
+KEYS = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"]  # each variant names the secrets its client gets
+
 COMMAND_SCRIPT = r'''
 import json, os, sys
 events = [
@@ -96,9 +98,10 @@ def build_eval(tmp: Path, fake: FakeProvider, mcp_url: str) -> Path:
     variants: list[dict[str, Any]] = [{
         "id": "command-transcript", "client": "command",
         "settings": {"command": [sys.executable, str(tmp / "wrapped.py")], "transcript": "transcript.jsonl"},
+        "secrets": KEYS,
     }]
     for vid, (spec, _) in VARIANTS.items():
-        v: dict[str, Any] = {"id": vid, "client": spec["client"], "model": spec["model"]}
+        v: dict[str, Any] = {"id": vid, "client": spec["client"], "model": spec["model"], "secrets": KEYS}
         if spec["client"] == "agent":
             fake.script(spec["model"].split(":", 1)[1], spec["steps"])
             settings = dict(spec["settings"])

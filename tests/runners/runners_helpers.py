@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +40,14 @@ def prefer(case, a, b):
 
 
 def judged_eval(tmp: Path, *, cases: int = 6, trials: int = 2, sleep: float = 0.0, pairwise: bool = True,
-                **overrides: Any) -> Path:
+                judge_secrets: Sequence[str] = (), **overrides: Any) -> Path:
     (tmp / "judges.py").write_text(JUDGES)
     doc = basic_eval(
         trials=trials,
         cases=[{"id": f"c{i}", "prompt": f"say {i}", "expected": str(i)} for i in range(cases)],
         variants=[mock_variant("base", baseline=True), mock_variant("cand")],
-        judges=[{"id": "counted", "code": "judges:counted", "options": {"sleep": sleep, "dir": str(tmp)}}],
+        judges=[{"id": "counted", "code": "judges:counted", "options": {"sleep": sleep, "dir": str(tmp)},
+                 "secrets": list(judge_secrets)}],
         **({"pairwise": {"code": "judges:prefer"}} if pairwise else {}),
     )
     doc.update(overrides)

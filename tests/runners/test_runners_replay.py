@@ -76,7 +76,7 @@ def test_a_worker_rebuilds_the_resolved_eval_from_the_bundle_alone(tmp_path: Pat
     from mst.runs.run import open_run
 
     (tmp_path / "value.sh").write_text(SCRIPT)
-    path = judged_eval(tmp_path, cases=2, pairwise=False,
+    path = judged_eval(tmp_path, cases=2, pairwise=False, judge_secrets=["JUDGE_KEY"],
                        graders={"operational-value": {"run": "value.sh"}, "my-metric": {"script": "return 1"}})
     source = open_run(collected_run(tmp_path, path))
     monkeypatch.setattr(sys, "path", list(sys.path))  # resolving imports the eval's judges module here
@@ -100,3 +100,6 @@ def test_a_worker_rebuilds_the_resolved_eval_from_the_bundle_alone(tmp_path: Pat
     assert rebuilt.graders.get("operational-value").run_source == SCRIPT
     assert rebuilt.cases == tuple(c for c in resolved.cases if c.id == "c0")
     assert [j.identity for j in rebuilt.cases[0].judges] == [j.identity for j in resolved.cases[0].judges]
+    # The judges' secret names travel with them (names only), so a worker's grading narrows to them.
+    assert [j.secrets for j in rebuilt.cases[0].judges] == [("JUDGE_KEY",)]
+    assert "JUDGE_KEY" in (folder / "bundle.json").read_text()

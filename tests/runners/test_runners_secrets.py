@@ -26,7 +26,7 @@ def _cmdline(pid: str) -> str:
 
 def test_canary_never_in_bundles_results_logs_argv_or_environ(tmp_path: Path,
                                                                request: pytest.FixtureRequest) -> None:
-    source = collected_run(tmp_path, judged_eval(tmp_path, cases=4))
+    source = collected_run(tmp_path, judged_eval(tmp_path, cases=4, judge_secrets=["JUDGE_KEY"]))
     (tmp_path / "judges.env").write_text(f"JUDGE_KEY={CANARY}\n")
     before = {p for p in source.parent.iterdir() if p.is_dir()}
     (tmp_path / "block-c1").touch()

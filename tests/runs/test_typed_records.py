@@ -43,6 +43,25 @@ def test_each_codec_gives_back_the_bytes_it_read() -> None:
     assert AttemptRecord.from_json(older).to_json() == older
 
 
+def test_the_attempts_graded_round_trip_and_stay_optional() -> None:
+    """``try`` and ``tries`` name the attempts a record graded (an attempt collected again is
+    graded again); records written before them decode with none and are written back without."""
+    graded = {**GRADING, "try": 2}
+    trial = TrialGrading.from_json(graded)
+    assert trial.try_number == 2 and trial.with_graders_path("g").try_number == 2
+    assert orjson.dumps(trial.to_json()) == orjson.dumps(graded)
+    assert TrialGrading.from_json(GRADING).try_number is None
+    assert TrialGrading.from_json(GRADING).with_try(3).to_json()["try"] == 3
+    compared = {**COMPARISON, "tries": {"0": [2, 1]}}
+    comparison = CaseComparison.from_json(compared)
+    assert comparison.tries == {"0": (2, 1)}
+    assert orjson.dumps(comparison.to_json()) == orjson.dumps(compared)
+    assert CaseComparison.from_json(COMPARISON).tries is None
+    assert CaseComparison.from_json(COMPARISON).with_tries({"0": (1, 1)}).to_json()["tries"] == {"0": [1, 1]}
+    with pytest.raises(RecordError, match="tries"):
+        CaseComparison.from_json({**COMPARISON, "tries": {"0": [1]}})
+
+
 def test_a_malformed_grading_is_named() -> None:
     with pytest.raises(RecordError, match="passed"):
         TrialGrading.from_json({**GRADING, "verdicts": [{"judge": "x"}]})

@@ -7,29 +7,43 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
 
-from mst.errors import EXIT_INTERRUPTED, EXIT_USER, UserError
+from mst.errors import EXIT_INTERRUPTED, EXIT_USER, Problem, UserError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def handle_errors(fn: F) -> F:
-    """User errors become one line per problem and exit 2; Ctrl-C says the run is resumable (130)."""
+    """User errors, and a disk that cannot take the run (full, read-only, a file where a directory
+    belongs: :mod:`mst.runs.disk`), become one line per problem and exit 2; Ctrl-C says the run is
+    resumable (130)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except UserError as exc:
-            for problem in exc.problems:
-                click.secho(f"error: {str(problem).lstrip(': ')}", fg="red", err=True)
+            _print_problems(exc.problems)
+            sys.exit(EXIT_USER)
+        except OSError as exc:
+            from mst.runs.disk import disk_problem
+
+            problem = disk_problem(exc)
+            if problem is None:
+                raise
+            _print_problems([problem])
             sys.exit(EXIT_USER)
         except KeyboardInterrupt:
             click.secho("interrupted: the run is resumable with `mst run --resume RUN`", fg="yellow", err=True)
             sys.exit(EXIT_INTERRUPTED)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _print_problems(problems: Sequence[Problem]) -> None:
+    for problem in problems:
+        click.secho(f"error: {str(problem).lstrip(': ')}", fg="red", err=True)

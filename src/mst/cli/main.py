@@ -1,13 +1,15 @@
 """The `mst` command: parse arguments, call the library, print. Nothing else lives here.
 
 Exit codes (stable, for CI gates) are :data:`mst.errors.EXIT_CODES`: 0 every case complete,
-1 internal error, 2 user error, 3 completed with incomplete cases, 4 a regression (`mst gate`,
-`mst run --fail-on-regression`; docs/statistics.md), 130 interrupted (resumable).
+1 internal error, 2 user error (or a disk that cannot take the run: it is resumable once fixed),
+3 completed with incomplete cases, 4 a regression (`mst gate`, `mst run --fail-on-regression`;
+docs/statistics.md), 130 interrupted (resumable).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -96,7 +98,7 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
                                         secrets_file=secrets_file, progress=progress, runner=runner,
                                         runner_options=runner_options, confidence=confidence)
     print_summary(outcome.run, outcome.summary, as_json=as_json)
-    _print_notes(outcome.notes)
+    _print_notes(outcome.notes, outcome.notices)
     if fail_on_regression:
         from mst.cli.stats import run_gate
         from mst.errors import EXIT_REGRESSION
@@ -132,11 +134,13 @@ def grade(run_dir: Path, resume: bool, eval_file: Path | None, runs_dir: Path | 
                                  runs_dir=runs_dir, secrets_file=secrets_file, progress=progress,
                                  runner=runner, runner_options=runner_options, confidence=confidence)
     print_summary(outcome.run, outcome.summary, as_json=as_json)
-    _print_notes(outcome.notes)
+    _print_notes(outcome.notes, outcome.notices)
     sys.exit(outcome.exit_code)
 
 
-def _print_notes(notes: list[str]) -> None:
+def _print_notes(notes: list[str], notices: Sequence[str] = ()) -> None:
+    for notice in notices:
+        click.secho(f"note: {notice}", fg="yellow", err=True)
     for note in notes:
         click.secho(f"error: {note}", fg="red", err=True)
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+SECRET_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
 class Strict(BaseModel):
@@ -95,6 +96,10 @@ class JudgeConfig(Strict):
     plugin: str | None = Field(None, description="Name of an entry point in the group mst.judges.")
     options: dict[str, Any] = Field(default_factory=dict)
     threshold: float = Field(0.5, description="A judge returning a score passes at or above this.")
+    secrets: list[Annotated[str, Field(pattern=SECRET_NAME)]] = Field(
+        default_factory=list,
+        description="Names of --secrets-file entries this judge reads from its environment; judges get no others.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> JudgeConfig:
@@ -112,6 +117,10 @@ class PairwiseConfig(Strict):
     code: str | None = None
     plugin: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
+    secrets: list[Annotated[str, Field(pattern=SECRET_NAME)]] = Field(
+        default_factory=list,
+        description="Names of --secrets-file entries this judge reads from its environment; judges get no others.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> PairwiseConfig:
@@ -183,6 +192,11 @@ class VariantConfig(Strict):
     baseline: bool = False
     mcpServers: dict[str, McpServer] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict, description="Client settings; checked by the client.")
+    secrets: list[Annotated[str, Field(pattern=SECRET_NAME)]] = Field(
+        default_factory=list,
+        description="Names of --secrets-file entries this variant's client receives (besides the ${NAME}s its "
+        "mcpServers refer to); it gets no others.",
+    )
 
 
 CasePassRule = Literal["all", "any", "majority"]

@@ -25,6 +25,7 @@ class ResolvedJudge:
     threshold: float
     version: str  # plugin package version, or a digest of the judge's module file
     identity: str
+    secrets: tuple[str, ...] = ()  # the --secrets-file names it reads (not part of its identity)
 
 
 @dataclass(frozen=True, slots=True)  # one per case, and an eval may have tens of thousands

@@ -508,7 +508,7 @@ def resolve_judge(cfg: JudgeConfig | PairwiseConfig, base_dir: Path) -> Resolved
     except ValueError as exc:
         raise JudgeLoadError(cfg.id, target, str(exc)) from None
     judge = ResolvedJudge(id=cfg.id, target=target, source=source, options=dict(cfg.options),
-                          threshold=threshold, version=version, identity=identity)
+                          threshold=threshold, version=version, identity=identity, secrets=tuple(cfg.secrets))
     with _CACHE_LOCK:
         _CALLABLES[identity] = fn
     return judge

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from mst import endings
 from mst.config.errors import Problem, UserError
 from mst.config.resolved import ResolvedCase, ResolvedEval
-from mst.config.secrets import in_environment
+from mst.config.secrets import in_environment, judge_secret_names, only
 from mst.fileio import atomic_write_bytes, json_file_bytes, write_trial_file
 from mst.grading.context import GradingContext
 from mst.grading.grade import compare_pairwise, grade_trial
@@ -57,6 +57,8 @@ def plan_grading(run: Run, resolved: ResolvedEval, context: GradingContext, *, r
         if not endings.is_trial(run.ending(key)):
             continue
         earlier = run.trial_grades.get(key) if resume else None
+        if earlier is not None and earlier.try_number not in (None, _attempt_try(run, key)):
+            earlier = None  # graded before the attempt was collected again: grade the new one afresh
         if earlier is not None and earlier.status == "graded" and _still_valid(earlier, context, cases[key[1]]):
             continue
         plan.trials.append(key)
@@ -94,7 +96,16 @@ def _comparison_valid(earlier: CaseComparison, run: Run, resolved: ResolvedEval,
     if earlier.identity != resolved.pairwise.identity or earlier.errors:
         return False
     compared = {p.trial for p in earlier.pairs}
-    return compared == set(_pair_indexes(run, candidate, baseline, case))
+    indexes = _pair_indexes(run, candidate, baseline, case)
+    if compared != set(indexes):
+        return False
+    return earlier.tries is None or earlier.tries == _pair_tries(run, candidate, baseline, case.id, indexes)
+
+
+def _pair_tries(run: Run, candidate: str, baseline: str, case: str, indexes: list[int]) -> dict[str, tuple[int, int]]:
+    """Per compared trial, the tries of both sides: a comparison is of those attempts."""
+    return {str(t): (_attempt_try(run, (candidate, case, t)), _attempt_try(run, (baseline, case, t)))
+            for t in indexes}
 
 
 def _pair_indexes(run: Run, candidate: str, baseline: str, case: ResolvedCase) -> list[int]:
@@ -126,14 +137,20 @@ def _refuse_changed_judges(run: Run, resolved: ResolvedEval, context: GradingCon
 # ---------------------------------------------------------------------------------------------
 
 
-def trial_view(run: Run, key: Key, case: ResolvedCase) -> TrialView:
+def attempt_view(run: Run, key: Key, case: ResolvedCase) -> tuple[TrialView, int]:
+    """The trial's view for judges, and the attempt's try (which grading records carry)."""
     record = run.attempts[key]
     transcript, artifacts = record.transcript, record.artifacts
-    return TrialView.of(
+    view = TrialView.of(
         case, variant=key[0], trial=key[2], answer=record.answer, ending=record.ending_json,
         transcript=f"{run.root}/{transcript}" if transcript else None, usage=record.usage,
         artifacts_dir=run.paths.root / artifacts if artifacts else None,
     )
+    return view, record.try_number
+
+
+def _attempt_try(run: Run, key: Key) -> int:
+    return run.attempts[key].try_number
 
 
 def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: GradingContext, *,
@@ -150,21 +167,23 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
     progress.start("grade", len(plan.trials) + len(plan.pairs))
     cases = {c.id: c for c in resolved.cases}  # resolved.case() scans: quadratic over a big run
 
-    def grade_one(key: Key, view: TrialView) -> tuple[TrialGrading, dict[str, Any]]:
+    def grade_one(key: Key, view: TrialView, attempt_try: int) -> tuple[TrialGrading, dict[str, Any]]:
         grading = grade_trial(view, cases[key[1]], source, keep=plan.keep.get(key), context=context)
         if grading.output is not None:
             _write_grader_files(run, key, grading.output, context)
             grading = grading.with_graders_path(RunPaths.graders_rel(*key))
-        return _redacted(grading, context)
+        # The attempt graded: one collected again later is graded again (docs/run-directory.md).
+        return _redacted(grading.with_try(attempt_try), context)
 
     # Views and earlier records are read here, in this thread; only the judging runs in the pool.
-    trials = ((key, functools.partial(grade_one, key, trial_view(run, key, cases[key[1]])))
+    trials = ((key, functools.partial(grade_one, key, *attempt_view(run, key, cases[key[1]])))
               for key in plan.trials)
     pairs = ((pair, _pairwise_job(run, resolved, pair[0], cases[pair[1]], source, context))
              for pair in plan.pairs)
     cfg = resolved.config
     workers = (cfg.gradingConcurrency or cfg.concurrency) if _calls_judges(resolved) else 1
-    with in_environment(secrets), Journal(run.paths.grading_journal) as journal:
+    judge_env = only(secrets, judge_secret_names(resolved))  # judges get only what they name
+    with in_environment(judge_env), Journal(run.paths.grading_journal) as journal:
         for key, (record, data) in _in_order(trials, workers):
             run.trial_grades.put(key, record, journal.append(data))
             if on_record is not None:
@@ -225,14 +244,18 @@ def _pairwise_job(run: Run, resolved: ResolvedEval, candidate: str, case: Resolv
     assert resolved.pairwise is not None and resolved.baseline is not None
     judge, baseline = resolved.pairwise, resolved.baseline.id
     indexes = _pair_indexes(run, candidate, baseline, case)
-    cand = [trial_view(run, (candidate, case.id, t), case) for t in indexes]
-    base = [trial_view(run, (baseline, case.id, t), case) for t in indexes]
+    cand_views = [attempt_view(run, (candidate, case.id, t), case) for t in indexes]
+    base_views = [attempt_view(run, (baseline, case.id, t), case) for t in indexes]
+    cand, base = [v for v, _ in cand_views], [v for v, _ in base_views]
     earlier = run.comparisons.get((candidate, case.id))
+    tries = {str(t): (c, b) for t, (_, c), (_, b) in zip(indexes, cand_views, base_views, strict=True)}
+    if earlier is not None and earlier.tries not in (None, tries):
+        earlier = None  # a side was collected again: its earlier preferences do not apply
 
     def job() -> tuple[CaseComparison, dict[str, Any]]:
         result = compare_pairwise(case, cand, base, judge, source, keep=earlier, candidate=candidate,
                                   baseline=baseline, context=context)
-        return _redacted(result, context)
+        return _redacted(result.with_tries(tries), context)
 
     return job
 

@@ -273,12 +273,17 @@ def resolved_from(bundle: Bundle, directory: Path) -> ResolvedEval:
     cases = tuple(ResolvedCase(
         id=c.id, prompt=c.prompt, expected=c.expected, metadata=c.metadata, trials=c.trials,
         assertions=tuple(_ASSERTION.validate_python(a) for a in c.assertions),
-        judges=tuple(ResolvedJudge(**j) for j in c.judges), mock=c.mock,
+        judges=tuple(_judge(j) for j in c.judges), mock=c.mock,
     ) for c in bundle.cases)
-    pairwise = ResolvedJudge(**bundle.pairwise) if bundle.pairwise else None
+    pairwise = _judge(bundle.pairwise) if bundle.pairwise else None
     settings = _client_settings(config, bundle.client_settings)
     return ResolvedEval(config, directory / BUNDLE_FILE, base_dir, bundle.eval_digest, cases, pairwise,
                         settings, _graders_from(bundle.graders))
+
+
+def _judge(data: dict[str, Any]) -> ResolvedJudge:
+    """A resolved judge as the bundle carries it (JSON has lists where the record has tuples)."""
+    return ResolvedJudge(**{**data, "secrets": tuple(data.get("secrets", ()))})
 
 
 def _client_settings(config: EvalConfig, raw: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -11,9 +11,7 @@ every worker, which finishes the case under way and stops; a second one ends the
 from __future__ import annotations
 
 import queue
-import shutil
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -39,6 +37,7 @@ from mst.runners.protocol import (
     encode,
     parse_worker,
 )
+from mst.runs.debris import OwnedDir, owned_dir
 
 HEARTBEATS_MISSED = 6
 
@@ -239,10 +238,7 @@ def _tail(shard: Shard) -> str:
     return ("; last output: " + " | ".join(lines)) if lines else ""
 
 
-def make_workdir(work: str) -> Path:
-    return Path(tempfile.mkdtemp(prefix=f"mst-{work}-shards-"))
-
-
-def remove_workdir(path: Path, keep: bool) -> None:
-    if not keep:
-        shutil.rmtree(path, ignore_errors=True)
+def make_workdir(work: str) -> OwnedDir:
+    """The coordinator's work directory in $TMPDIR, locked and shared with its local workers, so
+    the next run's sweep removes it if this process dies (see :mod:`mst.runs.debris`)."""
+    return owned_dir(f"mst-{work}-shards-", share=True)

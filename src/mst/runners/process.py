@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, ClassVar
 
 from mst.runners.base import Channel, Runner, ShardSpec, ShardWorker, worker_argv
+from mst.runs.debris import locks_for_children
 
 # What a Python worker needs to start and find its packages; nothing that may hold a key.
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "SYSTEMROOT")
@@ -61,8 +62,11 @@ class PipeWorker(ShardWorker):
         self.log = log
         self.results = results
         with open(log, "ab") as err:
+            # The worker keeps the coordinator's work-directory lock open: the directory is in
+            # use until it has exited too, even if the coordinator dies first (mst.runs.debris).
             self.process = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=err, env=dict(env), cwd=cwd, start_new_session=True)
+                                            stderr=err, env=dict(env), cwd=cwd, start_new_session=True,
+                                            pass_fds=locks_for_children())
         assert self.process.stdin is not None and self.process.stdout is not None
         self.channel = PipeChannel(self.process.stdin, self.process.stdout)
 

@@ -16,12 +16,13 @@ from typing import Any
 from mst import endings
 from mst.collect import AttemptSpec
 from mst.config.resolved import ResolvedEval
+from mst.config.secrets import judge_secret_names, only, variant_secret_names
 from mst.fileio import read_json
 from mst.grading.phase import GradePlan
 from mst.grading.recorded import RecordedSource
 from mst.runners.base import Runner, ShardSpec
 from mst.runners.bundle import GradeWork, write_collect_bundle, write_grade_bundle
-from mst.runners.coordinator import Coordinator, Shard, make_workdir, remove_workdir
+from mst.runners.coordinator import Coordinator, Shard, make_workdir
 from mst.runners.protocol import Graded, TrialDone
 from mst.runners.sharding import shard_of, split_cases
 from mst.runs.progress import Progress
@@ -45,7 +46,8 @@ def grade_in_shards(runner: Runner, run: Run, resolved: ResolvedEval, plan: Grad
     count = runner.shard_count()
     wanted = dict.fromkeys([k[1] for k in plan.trials] + [case for _, case in plan.pairs])
     groups = split_cases(wanted, count)
-    workdir = make_workdir("grade")
+    owned = make_workdir("grade")
+    workdir = owned.path
     shards: list[Shard] = []
     for index, ids in enumerate(groups):
         if ids:
@@ -71,11 +73,12 @@ def grade_in_shards(runner: Runner, run: Run, resolved: ResolvedEval, plan: Grad
 
     progress.start("grade", len(plan.trials) + len(plan.pairs))
     try:
-        interrupted = Coordinator(runner, secrets, workdir).run(shards, on_result)
+        interrupted = Coordinator(runner, only(secrets, judge_secret_names(resolved)), workdir).run(shards, on_result)
     finally:
         progress.finish()
-        remove_workdir(workdir, runner.options.keep)
-    return Sharded(_runner_meta(runner, count, shards, workdir, secrets), interrupted, _notes(shards, secrets), source)
+        owned.close(keep=runner.options.keep)
+    meta = _runner_meta(runner, count, shards, owned.path, secrets)
+    return Sharded(meta, interrupted, _notes(shards, secrets), source)
 
 
 def _missing(shard: Shard) -> str:
@@ -92,7 +95,8 @@ def collect_in_shards(runner: Runner, resolved: ResolvedEval, run: Run, specs: I
     groups: list[list[AttemptSpec]] = [[] for _ in range(count)]
     for spec in specs:
         groups[shard_of(spec.case.id, count)].append(spec)
-    workdir = make_workdir("collect")
+    owned = make_workdir("collect")
+    workdir = owned.path
     shards: list[Shard] = []
     expected: dict[int, set[tuple[str, str, int]]] = {}
     for index, group in enumerate(groups):
@@ -113,11 +117,12 @@ def collect_in_shards(runner: Runner, resolved: ResolvedEval, run: Run, specs: I
         shard.worker.copy_back(message.files, run.paths.root)
         on_attempt(attempt_record(record, endings.from_record(record)))
 
+    names = [n for v in resolved.variants for n in variant_secret_names(v)]
     try:
-        interrupted = Coordinator(runner, secrets, workdir).run(shards, on_result)
+        interrupted = Coordinator(runner, only(secrets, names), workdir).run(shards, on_result)
     finally:
-        remove_workdir(workdir, runner.options.keep)
-    return Sharded(_runner_meta(runner, count, shards, workdir, secrets), interrupted, _notes(shards, secrets))
+        owned.close(keep=runner.options.keep)
+    return Sharded(_runner_meta(runner, count, shards, owned.path, secrets), interrupted, _notes(shards, secrets))
 
 
 def _runner_meta(runner: Runner, count: int, shards: list[Shard], workdir: Any, secrets: dict[str, str]

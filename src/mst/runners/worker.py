@@ -7,8 +7,9 @@ result as it is made. It adds transport only.
 
 The channel is the process's stdout, so fd 1 is moved aside first and everything else that
 writes to stdout (a judge's print, a child process) lands on stderr instead of corrupting it.
-Secrets live in this process's environment only, and every line sent back, on the channel or
-on stderr, is redacted.
+Secrets live in this process only — a grade worker's environment (judges read them there), a
+collect worker's memory (each client gets its variant's in its request) — and every line sent
+back, on the channel or on stderr, is redacted.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import queue
 import shutil
 import socket
 import sys
-import tempfile
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -65,6 +65,7 @@ from mst.runners.protocol import (
     message_data,
     parse_coordinator,
 )
+from mst.runs.debris import owned_dir, sweep_work_dirs
 from mst.runs.grading_records import CaseComparison, TrialGrading
 from mst.runs.progress import Silent
 from mst.runs.run import open_run
@@ -129,7 +130,10 @@ def run_worker(work: Work, bundle_arg: str, results_arg: str) -> int:
     wire = Wire()
     # Beside the results when they are on this disk, so a killed worker's leftovers go with its shard.
     near = None if results_arg == INLINE else Path(results_arg).parent
-    scratch = Path(tempfile.mkdtemp(prefix="mst-worker-", dir=near))
+    if near is None:  # on a machine of its own: what killed workers left in its $TMPDIR goes first
+        sweep_work_dirs()
+    owned = owned_dir("mst-worker-", near)  # locked: a sweep takes it only once this worker is gone
+    scratch = owned.path
     try:
         bundle_dir = _bundle_dir(wire, bundle_arg, scratch)
         if bundle_dir is None:
@@ -145,7 +149,8 @@ def run_worker(work: Work, bundle_arg: str, results_arg: str) -> int:
             wire.send(Done())
             return 0
         secrets = dict(tokens.secrets)
-        os.environ.update(secrets)  # judges and clients read their keys here, and only here
+        if work == "grade":  # judges read their keys from the environment; clients get theirs per
+            os.environ.update(secrets)  # attempt, so no client sees another variant's keys here
         wire.redactor = Redactor(secrets.values(), bundle.config.get("redact") or [])
         restore = _redact_stderr(wire.redactor)
         stop_beats = _heartbeats(wire, bundle.heartbeat_seconds)
@@ -161,7 +166,7 @@ def run_worker(work: Work, bundle_arg: str, results_arg: str) -> int:
         wire.send(WorkerError(message=f"{type(exc).__name__}: {exc}"))
         return 1
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        owned.close()
 
 
 def _bundle_dir(wire: Wire, bundle_arg: str, scratch: Path) -> Path | None:

@@ -4,6 +4,7 @@ writing of whole files is :mod:`mst.fileio`."""
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import orjson
 
 from mst.errors import Problem, UserError
-from mst.fileio import read_lines
+from mst.fileio import named, read_lines
 
 
 class Journal:
@@ -26,12 +27,19 @@ class Journal:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
 
     def append(self, record: dict[str, Any]) -> bytes:
         """Journal ``record``; returns its encoding, for a store that keeps the same bytes."""
         data = orjson.dumps(record)
-        os.write(self._fd, data + b"\n")
+        line = data + b"\n"
+        try:
+            written = os.write(self._fd, line)
+        except OSError as exc:
+            raise named(exc, self.path) from None
+        if written != len(line):  # a full disk took part of the line: take it back, say so
+            os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(self.path))
         return data
 
     def close(self) -> None:

@@ -5,9 +5,13 @@ the way :mod:`mst.endings` keeps its closed set. ``to_json`` writes exactly the 
 ``grading.jsonl``, ``results.json`` and ``comparisons.json`` hold (docs/grading.md), so the
 files keep their format; ``from_json`` is the one place a stored record is decoded.
 
-* trial: ``{variant, case, trial, status, passed, verdicts, errors[, graders, gradersPath]}``
+* trial: ``{variant, case, trial, status, passed, verdicts, errors[, graders, gradersPath, try]}``
 * comparison: ``{kind: "pairwise", case, candidate, baseline, judge, identity, pairs, wins,
-  ties, losses, preference, errors}``
+  ties, losses, preference, errors[, tries]}``
+
+``try`` (a trial's) and ``tries`` (a comparison's, per compared trial the candidate's and the
+baseline's) name the attempts graded: an attempt collected again since (its transcript was lost,
+docs/run-directory.md) is graded again, not kept. Records written before they existed have none.
 """
 
 from __future__ import annotations
@@ -144,6 +148,7 @@ class TrialGrading:
     graders: tuple[GraderValue, ...] | None = None  # None: no grader ran (none enabled, or no session)
     graders_path: str | None = None
     output: GraderOutput | None = field(default=None, compare=False, repr=False)
+    try_number: int | None = None  # the attempt's try graded; None in records older than the field
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -163,7 +168,12 @@ class TrialGrading:
     def with_graders_path(self, path: str) -> TrialGrading:
         """This grading, its grader files at ``path`` (relative to the run)."""
         return TrialGrading(self.variant, self.case, self.trial, self.verdicts, self.errors, self.graders, path,
-                            self.output)
+                            self.output, self.try_number)
+
+    def with_try(self, try_number: int) -> TrialGrading:
+        """This grading, of the attempt's try ``try_number``."""
+        return TrialGrading(self.variant, self.case, self.trial, self.verdicts, self.errors, self.graders,
+                            self.graders_path, self.output, try_number)
 
     def verdict(self, name: str) -> VerdictRecord | None:
         return next((v for v in self.verdicts if v.judge == name), None)
@@ -178,6 +188,8 @@ class TrialGrading:
             out["graders"] = [{"id": g[0], "value": g[1], "status": g[2]} for g in self.graders]
         if self.graders_path is not None:
             out["gradersPath"] = self.graders_path
+        if self.try_number is not None:
+            out["try"] = self.try_number
         return out
 
     @classmethod
@@ -195,7 +207,7 @@ class TrialGrading:
                 tuple([GradingError.from_json(e) for e in errors]) if errors else (),
                 None if graders is None else tuple([_new(GraderValue, (g["id"], g.get("value"), g["status"]))
                                                     for g in graders]),
-                data.get("gradersPath"),
+                data.get("gradersPath"), None, _optional_int(data.get("try")),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise RecordError(f"a trial grading record is malformed: {exc!r}") from None
@@ -261,6 +273,9 @@ class CaseComparison:
     identity: str
     pairs: tuple[PairRecord, ...] = ()
     errors: tuple[PairError, ...] = ()
+    # Per compared trial (its index as a string, as JSON keys are), the candidate's and the
+    # baseline's try; None in records older than the field.
+    tries: Mapping[str, tuple[int, int]] | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -293,13 +308,21 @@ class CaseComparison:
     def complete(self) -> bool:
         return not self.errors
 
+    def with_tries(self, tries: Mapping[str, tuple[int, int]]) -> CaseComparison:
+        """This comparison, of the attempts ``tries`` names."""
+        return CaseComparison(self.case, self.candidate, self.baseline, self.judge, self.identity, self.pairs,
+                              self.errors, dict(tries))
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "kind": "pairwise", "case": self.case, "candidate": self.candidate, "baseline": self.baseline,
             "judge": self.judge, "identity": self.identity, "pairs": [p.to_json() for p in self.pairs],
             "wins": self.wins, "ties": self.ties, "losses": self.losses,
             "preference": self.preference, "errors": [e.to_json() for e in self.errors],
         }
+        if self.tries is not None:
+            out["tries"] = {t: list(pair) for t, pair in self.tries.items()}
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CaseComparison:
@@ -309,9 +332,23 @@ class CaseComparison:
                 str(data.get("baseline", "")), str(data.get("judge", "")), str(data.get("identity", "")),
                 tuple(PairRecord.from_json(p) for p in data.get("pairs", ())),
                 tuple(PairError.from_json(e) for e in data.get("errors", ())),
+                _tries(data.get("tries")),
             )
         except (TypeError, AttributeError) as exc:
             raise RecordError(f"a comparison record is malformed: {exc}") from None
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _tries(value: Any) -> dict[str, tuple[int, int]] | None:
+    if value is None:
+        return None
+    try:
+        return {str(t): (int(c), int(b)) for t, (c, b) in value.items()}
+    except ValueError:
+        raise RecordError(f"a comparison's tries must map trials to [candidate, baseline], got {value!r}") from None
 
 
 def grading_from_json(data: Mapping[str, Any]) -> TrialGrading | CaseComparison:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from mst.fileio import atomic_write_json, read_json
+from mst.runs.debris import RunLock, new_locked_dir, staging_name
 
 RUN_SCHEMA = "mst.run/v1"
 RESULTS_SCHEMA = "mst.results/v1"
@@ -74,27 +76,35 @@ def new_run_id(name: str) -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{slug}-{secrets.token_hex(2)}"
 
 
-def create_run_dir(runs_dir: Path, name: str, populate: Callable[[RunPaths, str], None]) -> RunPaths:
-    """Make a new run directory that appears whole or not at all.
+def create_run_dir(runs_dir: Path, name: str, populate: Callable[[RunPaths, str], None]
+                   ) -> tuple[RunPaths, RunLock]:
+    """Make a new run directory that appears whole or not at all, and hold its lock.
 
     ``populate(staging, run_id)`` fills a hidden staging directory (run.json at least); only then
     is it renamed to its final name, so a crash never leaves a run directory without a run.json
-    that `--resume` could not read.
+    that `--resume` could not read. The staging directory is locked from the moment it exists
+    and carries this process's pid (:mod:`mst.runs.debris`): a crash leaves it for the next
+    sweep, and a failure removes it at once. The lock stays with the directory once renamed.
     """
     runs_dir.mkdir(parents=True, exist_ok=True)
     while True:
         run_id = new_run_id(name)
         final = runs_dir / run_id
-        staging = runs_dir / f".{run_id}.staging"
+        staging = runs_dir / staging_name(run_id)
         if final.exists():
             continue
         try:
-            staging.mkdir()
+            fd = new_locked_dir(staging)
         except FileExistsError:
             continue
-        populate(RunPaths(staging), run_id)
-        os.rename(staging, final)
-        return RunPaths(final)
+        try:
+            populate(RunPaths(staging), run_id)
+            os.rename(staging, final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            os.close(fd)
+            raise
+        return RunPaths(final), RunLock(fd)
 
 
 def write_latest(run: RunPaths) -> None:
@@ -130,8 +140,6 @@ def link_file(src: str, dst: str) -> None:
     except FileExistsError:
         pass
     except OSError:
-        import shutil
-
         shutil.copy2(src, dst)
 
 

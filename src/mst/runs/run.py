@@ -9,6 +9,8 @@ appears exactly once.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -161,13 +163,19 @@ def _add_attempt(run: Run, rec: Any, raw: bytes | None, file: str, where: tuple[
 
 
 def _load_grading(run: Run, *, repair: bool) -> None:
-    """The gradings and comparisons, decoded once here; each kept with the bytes it was read as."""
+    """The gradings and comparisons, decoded once here; each kept with the bytes it was read as.
+
+    results.json and comparisons.json are snapshots of grading.jsonl, which keeps every record:
+    a resume (``repair``) rebuilds from the journal when a snapshot is unreadable."""
+    rebuild = repair and run.paths.grading_journal.is_file()
     if run.paths.results.is_file():
-        for rec, _ in read_record_file(run.paths.results, "results.json", "trials").records():
-            _put(run.trial_grades, TrialGrading, rec, str(run.paths.results))
+        with _snapshot_or_journal(rebuild):
+            for rec, _ in read_record_file(run.paths.results, "results.json", "trials").records():
+                _put(run.trial_grades, TrialGrading, rec, str(run.paths.results))
     if run.paths.comparisons.is_file():
-        for rec, _ in read_record_file(run.paths.comparisons, "comparisons.json", "comparisons").records():
-            _put(run.comparisons, CaseComparison, rec, str(run.paths.comparisons))
+        with _snapshot_or_journal(rebuild):
+            for rec, _ in read_record_file(run.paths.comparisons, "comparisons.json", "comparisons").records():
+                _put(run.comparisons, CaseComparison, rec, str(run.paths.comparisons))
     for rec in read_journal(run.paths.grading_journal, repair=repair):
         if rec.get("kind") == "pairwise":
             _put(run.comparisons, CaseComparison, rec, str(run.paths.grading_journal))
@@ -181,3 +189,14 @@ def _put(store: RecordStore[Any, Any], cls: type[TrialGrading] | type[CaseCompar
     except ValueError as exc:
         raise UserError(Problem(file, f"corrupt {cls.__name__} record: {exc}")) from None
     store.put(record.key, record, orjson.dumps(rec))
+
+
+@contextmanager
+def _snapshot_or_journal(rebuild: bool) -> Iterator[None]:
+    """Read a snapshot; when it is corrupt and ``rebuild``, go on without it (the journal that
+    follows holds the same records, and the snapshot is written again at the end)."""
+    try:
+        yield
+    except (UserError, KeyError, TypeError, ValueError):
+        if not rebuild:
+            raise

@@ -85,7 +85,8 @@ def load_transcript(path: Path | str) -> tuple[list[Event], bytes | None]:
     try:
         raw = read_bytes(path)
     except FileNotFoundError:
-        raise TranscriptError(f"{path}: transcript file is missing") from None
+        raise TranscriptError(f"{path}: transcript file is missing (evidence lost: `mst run --resume RUN` "
+                              "collects this attempt again)") from None
     events = parse_transcript(raw, os.fspath(path))
     plain = raw.endswith(b"\n") and raw.count(b"\n") == len(events) and not raw.startswith(b"[")
     return events, raw if plain else None
