@@ -16,9 +16,10 @@ from pydantic import BaseModel, ValidationError
 from mst.clients.registry import UnknownClient, client_class
 from mst.config.datasets import load_dataset
 from mst.config.errors import Problem, UserError
-from mst.config.load import EvalFile, load_eval, problems_from, subnode
+from mst.config.load import EvalFile, load_eval, problems_from
 from mst.config.models import CaseConfig, EvalConfig, JudgeConfig, PairwiseConfig
 from mst.config.resolved import ResolvedCase, ResolvedEval, ResolvedJudge
+from mst.config.yamlfile import subnode
 
 
 def resolve_eval(path: Path) -> ResolvedEval:
@@ -101,7 +102,15 @@ def _case_configs(config: EvalConfig, path: Path, base_dir: Path, problems: list
                     continue
                 yield case, where
         except UserError as exc:
-            problems.extend(exc.problems)
+            problems.extend(_in_eval_file(p, str(path), f"datasets[{i}]") for p in exc.problems)
+
+
+def _in_eval_file(problem: Problem, file: str, field: str) -> Problem:
+    """A dataset problem that names no file (no 'path', an unknown plugin) is about the eval
+    file's own ``datasets`` entry: name that file and field."""
+    if problem.file:
+        return problem
+    return Problem(file, problem.message, f"{field}.{problem.path}".rstrip("."), problem.line)
 
 
 def _shared() -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:

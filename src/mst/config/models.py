@@ -194,7 +194,10 @@ class EvalConfig(Strict):
         "a provider or a CLI gain from more; CPU-bound Python judges run best at 1.",
     )
     deadlineSeconds: float = Field(600, gt=0, description="mst's deadline for one attempt.")
-    seed: int = 0
+    seed: int = Field(
+        0, ge=-(2**63), le=2**63 - 1,
+        description="Seeds the mock model's draws; stored in run.json, so it must fit in 64 bits.",
+    )
     casePass: CasePassRule | CasePass = Field(
         "all", description="When a case passes: all trials (default), any, majority, or {atLeast: f}."
     )
