@@ -12,8 +12,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from mst.config.errors import Problem, UserError
-from mst.config.models import EvalConfig
 from mst.config.files import read_file
+from mst.config.models import EvalConfig
 from mst.config.yamlfile import child, mapping_child, parse_yaml
 
 M = TypeVar("M", bound=BaseModel)

@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import datetime
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import yaml
 from yaml.events import (
     AliasEvent,
-    DocumentEndEvent,
-    DocumentStartEvent,
     MappingEndEvent,
     MappingStartEvent,
     ScalarEvent,
@@ -48,16 +46,17 @@ MAX_ALIAS_NODES = 100_000  # nodes that all aliases of one file may expand to
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # what every run file (JSON) and every reader of it can hold
 _MAX_DATA_PROBLEMS = 20
 
-_Base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _ConstructorError = yaml.constructor.ConstructorError
 
 
-class _Loader(_Base):  # type: ignore[misc]
-    """The safe loader, whose construction errors all carry the line of the node they concern."""
+class _TagErrors:
+    """Construction errors all carry the line of the node they concern: PyYAML lets a bad
+    ``!!int``, ``!!bool`` or ``!!timestamp`` value escape as a ValueError, KeyError or
+    AttributeError naming nothing."""
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
-            return super().construct_object(node, deep)
+            return super().construct_object(node, deep)  # type: ignore[misc]
         except yaml.YAMLError:
             raise
         except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
@@ -70,11 +69,26 @@ class _Loader(_Base):  # type: ignore[misc]
             ) from None
 
 
-def parse_yaml(raw: bytes, file: str) -> tuple[Any, yaml.Node | None]:
+class PyLoader(_TagErrors, yaml.SafeLoader):
+    """PyYAML's pure-Python safe loader: the fallback, about ten times slower."""
+
+
+try:
+    from yaml import CSafeLoader
+
+    class CLoader(_TagErrors, CSafeLoader):
+        """The safe loader on libyaml's parser."""
+
+    _Loader: type[Any] = CLoader
+except ImportError:  # PyYAML built without libyaml
+    _Loader = PyLoader
+
+
+def parse_yaml(raw: bytes, file: str, loader_class: type[Any] | None = None) -> tuple[Any, yaml.Node | None]:
     """The data and node tree of one YAML document; any problem is a :class:`UserError` naming
-    ``file`` and, where known, the line."""
+    ``file`` and, where known, the line. ``loader_class`` (tests) picks PyLoader or CLoader."""
     text = decode_utf8(raw, file)
-    loader = _Loader(text)
+    loader = (loader_class or _Loader)(text)
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -150,7 +164,7 @@ def _compose_node(loader: Any, file: str) -> yaml.Node:
         elif cls is SequenceEndEvent or cls is MappingEndEvent:
             node, anchor, size, height, values = stack.pop()
             node.end_mark = event.end_mark
-            node.value = values if cls is SequenceEndEvent else list(zip(values[0::2], values[1::2]))
+            node.value = values if cls is SequenceEndEvent else list(zip(values[0::2], values[1::2], strict=True))
             if anchor is not None:
                 anchors[anchor] = (node, size, height)
         elif cls is AliasEvent:
@@ -194,11 +208,11 @@ def storable(data: Any) -> bool:
     while stack:
         value, depth = stack.pop()
         if value.__class__ is dict:
-            items = value.items()
             if any(k.__class__ is not str for k in value):
                 return False
-        elif value.__class__ is list:
-            items = enumerate(value)
+            children: Iterable[Any] = value.values()
+        elif value.__class__ is list or value.__class__ is tuple:  # tuples: !!omap, !!pairs
+            children = value
         else:
             if _value_problem(value, depth) is not None:
                 return False
@@ -208,7 +222,7 @@ def storable(data: Any) -> bool:
         if id(value) in seen:
             continue
         seen.add(id(value))
-        for _, v in items:
+        for v in children:
             c = v.__class__
             if c is str or c is float or c is bool or v is None:
                 continue
@@ -237,7 +251,7 @@ def data_problems(data: Any) -> Iterator[tuple[list[int | str], str, str]]:
             found += 1
             yield keys, _path(keys), message
             continue
-        if isinstance(value, (dict, list)) and id(value) not in seen:
+        if isinstance(value, (dict, list, tuple)) and id(value) not in seen:
             seen.add(id(value))
             items = value.items() if isinstance(value, dict) else enumerate(value)
             for k, v in reversed(list(items)):
@@ -255,14 +269,12 @@ def _value_problem(value: Any, depth: int) -> str | None:
         return None
     if isinstance(value, _SCALARS):
         return None
-    if isinstance(value, (dict, list)):
+    if isinstance(value, (dict, list, tuple)):
         return f"nested too deeply (more than {MAX_DEPTH} levels)" if depth >= MAX_DEPTH else None
     if isinstance(value, (bytes, bytearray)):
         return "binary values (!!binary) are not supported: give text"
     if isinstance(value, (set, frozenset)):
         return "sets (!!set) are not supported: give a list"
-    if isinstance(value, tuple):  # !!omap, !!pairs
-        return "ordered pairs (!!omap, !!pairs) are not supported: give a mapping or a list"
     return f"a value of type {type(value).__name__} is not supported"
 
 
