@@ -288,3 +288,25 @@ def test_twenty_thousand_inline_cases_are_fast_and_keep_lines(tmp_path: Path) ->
     with pytest.raises(UserError) as info:
         load_eval(path)
     assert info.value.problems[0].line == 6 + 3 * 19_999 + 1  # the line after the case's id
+
+
+@pytest.mark.parametrize(("snippet", "field"), [
+    ('runsDir: "runs\\0x"\n', "runsDir"),
+    ('variants:\n  - id: a\n    model: mock\n    mcpServers:\n      s: {command: "py\\0thon"}\n',
+     "variants[0].mcpServers.s.command"),
+    ('variants:\n  - id: a\n    model: mock\n    mcpServers:\n      s: {command: python, args: ["a\\0"]}\n',
+     "variants[0].mcpServers.s.args[0]"),
+])
+def test_nul_in_text_for_the_os_is_refused(tmp_path: Path, snippet: str, field: str) -> None:
+    text = ("name: x\ncases:\n  - id: c\n    prompt: p\n" + snippet) if snippet.startswith("variants") \
+        else BASE + snippet
+    message = _error(_eval(tmp_path, text))
+    assert f"{field}: must not contain a NUL" in message
+
+
+def test_graders_config_alias_bomb_on_the_cli(tmp_path: Path) -> None:
+    (tmp_path / "s.jsonl").write_text('{"type": "user.message", "data": {}, "provenance": {}}\n')
+    (tmp_path / "g.yaml").write_text("loops:\n  config:\n" + _bomb(4))
+    args = ["graders", "run", str(tmp_path / "s.jsonl"), "--config", str(tmp_path / "g.yaml")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "alias bomb" in result.output and "g.yaml" in result.output
