@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 from mst.config.errors import Problem, UserError
 from mst.config.files import read_file
 from mst.config.models import EvalConfig
-from mst.config.yamlfile import child, mapping_child, parse_yaml
+from mst.config.yamlfile import child, gc_paused_for, mapping_child, parse_yaml
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -43,7 +43,8 @@ def load_eval(path: Path) -> EvalFile:
     data, node, raw = read_yaml(path)
     if not isinstance(data, dict):
         raise UserError(Problem(str(path), "expected a mapping at the top level (name, cases, variants, ...)"))
-    config = validate(EvalConfig, data, str(path), node)
+    with gc_paused_for(raw):  # the node tree is large and live: see mst.config.yamlfile
+        config = validate(EvalConfig, data, str(path), node)
     return EvalFile(config, hashlib.sha256(raw).hexdigest(), data, node)
 
 

@@ -16,15 +16,16 @@ composer, is what bounds the input before anything large is built:
 Constructing then checks what YAML's tags produce: a bad explicit tag (``!!int abc``,
 ``!!timestamp 1``) is an error at its line, and :func:`data_problems` refuses values mst could not
 store in a run (numbers beyond 64 bits, ``!!binary``, ``!!set``, keys that are not strings). The
-garbage collector is paused while composing: the pass allocates many small acyclic nodes and each
-automatic collection would sweep the whole growing tree (it made a 20,000-case file 5x slower).
+garbage collector is paused meanwhile (:func:`gc_paused_for`): the pass allocates many small
+acyclic nodes and each automatic collection would sweep the whole growing tree (it made a
+20,000-case file five times slower).
 """
 
 from __future__ import annotations
 
 import datetime
-import gc
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import yaml
@@ -40,6 +41,7 @@ from yaml.events import (
 
 from mst.config.errors import Problem, UserError
 from mst.config.files import decode_utf8
+from mst.session.lookups import paused_gc
 
 MAX_DEPTH = 100  # nesting levels: far beyond any eval, well below every recursion limit downstream
 MAX_ALIAS_NODES = 100_000  # nodes that all aliases of one file may expand to
@@ -89,11 +91,11 @@ def parse_yaml(raw: bytes, file: str, loader_class: type[Any] | None = None) -> 
     ``file`` and, where known, the line. ``loader_class`` (tests) picks PyLoader or CLoader."""
     text = decode_utf8(raw, file)
     loader = (loader_class or _Loader)(text)
-    was_enabled = gc.isenabled()
-    gc.disable()
     try:
-        node = _compose(loader, file)
-        data = loader.construct_document(node) if node is not None else None
+        with gc_paused_for(raw):
+            node = _compose(loader, file)
+            data = loader.construct_document(node) if node is not None else None
+            ok = storable(data)
     except yaml.reader.ReaderError as exc:
         line = text.count("\n", 0, exc.position) + 1
         raise UserError(Problem(file, f"character #x{exc.character:04x} is not allowed in YAML "
@@ -110,12 +112,19 @@ def parse_yaml(raw: bytes, file: str, loader_class: type[Any] | None = None) -> 
         raise UserError(Problem(file, f"nested too deeply (more than {MAX_DEPTH} levels)")) from None
     finally:
         loader.dispose()
-        if was_enabled:
-            gc.enable()
-    if storable(data):
+    if ok:
         return data, node
     problems = [Problem(file, message, path, _line_of(node, keys)) for keys, path, message in data_problems(data)]
     raise UserError(problems)
+
+
+def gc_paused_for(raw: bytes) -> AbstractContextManager[None]:
+    """The garbage collector paused for a pass over the nodes or data of a YAML file (a small
+    file is left alone; see :func:`mst.session.lookups.paused_gc`)."""
+    return paused_gc(len(raw) // _BYTES_PER_NODE)
+
+
+_BYTES_PER_NODE = 8  # roughly, in an eval file; paused_gc counts the objects a pass builds
 
 
 # --- composing ---------------------------------------------------------------------------------
