@@ -310,3 +310,8 @@ def test_graders_config_alias_bomb_on_the_cli(tmp_path: Path) -> None:
     args = ["graders", "run", str(tmp_path / "s.jsonl"), "--config", str(tmp_path / "g.yaml")]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2 and "alias bomb" in result.output and "g.yaml" in result.output
+
+
+def test_dataset_name_too_long(tmp_path: Path) -> None:
+    name = "c" * 5000 + ".jsonl"
+    assert "cannot read the dataset file" in _error(write_eval(tmp_path, basic_eval(datasets=[{"path": name}])))

@@ -130,7 +130,7 @@ def load_dataset(path: Path | None, fmt: str | None, options: dict[str, Any]) ->
     if fmt is None:
         if path is None:
             raise UserError(Problem("", "give 'path' or 'format'", "path"))
-        if path.is_dir():
+        if _is_dir(path):
             raise UserError(Problem(str(path), "is a directory, expected a dataset file"))
         fmt = path.suffix.lstrip(".").lower()
         if fmt == "json":
@@ -143,3 +143,10 @@ def load_dataset(path: Path | None, fmt: str | None, options: dict[str, Any]) ->
             raise UserError([Problem(file if at else where, message, f"case {field}".rstrip(), at)
                              for _, field, message in data_problems(case)])
         yield case, where
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a name too long, say: reading the file names the problem
+        return False
