@@ -157,3 +157,15 @@ def test_fuzz_sessions(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_fuzz_sessions_long(tmp_path: Path) -> None:
     _fuzz(tmp_path, seed=7, count=10_000, cli_every=10)
+
+
+@pytest.mark.parametrize("kind", ["directory", "symlink loop", "name too long"])
+def test_unreadable_session_path_is_exit_2_naming_it(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / ("s" * 5000 if kind == "name too long" else "session.jsonl")
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "symlink loop":
+        path.symlink_to(path)
+    with pytest.raises(TranscriptError, match="^" + str(path)[:200]):
+        read_transcript(path)
+    assert _check_cli(path) is None
