@@ -315,3 +315,35 @@ def test_graders_config_alias_bomb_on_the_cli(tmp_path: Path) -> None:
 def test_dataset_name_too_long(tmp_path: Path) -> None:
     name = "c" * 5000 + ".jsonl"
     assert "cannot read the dataset file" in _error(write_eval(tmp_path, basic_eval(datasets=[{"path": name}])))
+
+
+@pytest.mark.parametrize("loader", LOADERS)
+def test_composer_matches_pyyaml_on_real_evals(tmp_path: Path, loader: type[Any]) -> None:
+    """The same data as yaml.safe_load, and the same tree (tags, lines), for the example eval and
+    a file using merge keys, anchors, tags and flow style."""
+    extra = (b"defaults: &d {maxTurns: 3, mock: {seed: 1}}\nvariants:\n  - id: a\n    settings:\n      <<: *d\n"
+             b"      extra: !!str 12\n  - {id: b, settings: *d}\nwhen: 2024-01-02\nset: !!set {a, b}\n"
+             b"pairs: !!omap [{a: 1}, {b: 2}]\nnum: [0x1f, 1_000, .inf, -.5e3, ~, yes, 'no']\n")
+    with pytest.raises(UserError, match="!!set"):  # a set has no JSON form: refused
+        yamlfile.parse_yaml(extra, "f.yaml", loader)
+    quickstart = (Path(__file__).parents[2] / "examples" / "quickstart" / "eval.yaml").read_bytes()
+    for raw in (quickstart, extra.replace(b"set: !!set {a, b}\n", b"")):
+        data, node = yamlfile.parse_yaml(raw, "f.yaml", loader)
+        assert data == yaml.safe_load(raw)
+        pyyaml = yaml.SafeLoader(raw)
+        expected = pyyaml.get_single_node()
+        pyyaml.construct_document(expected)  # construction flattens merge keys into the tree
+        lines = [(n.tag, n.start_mark.line) for n in _walk(node)]
+        assert lines == [(n.tag, n.start_mark.line) for n in _walk(expected)]
+
+
+def _walk(node: Any) -> list[Any]:
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        if isinstance(n, yaml.SequenceNode):
+            stack.extend(reversed(n.value))
+        elif isinstance(n, yaml.MappingNode):
+            stack.extend(x for pair in reversed(n.value) for x in reversed(pair))
+    return out
