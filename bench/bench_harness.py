@@ -202,7 +202,7 @@ def bench_version(args: argparse.Namespace) -> None:
 
 def bench_latency(args: argparse.Namespace, work: Path) -> None:
     """Collect only, in-process: wall time against ceil(N / concurrency) × latency."""
-    from mst.pipeline import run_eval
+    from mst.api import run_eval
 
     n = args.latency_attempts
     root = work / f"latency-{n}"

@@ -25,7 +25,7 @@ from pathlib import Path
 import orjson
 import yaml
 
-from mst import pipeline
+from mst import api as pipeline
 
 JUDGE = '''
 import time

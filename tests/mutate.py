@@ -9,7 +9,11 @@ control characters and invalid UTF-8, YAML document markers, and values of the w
 from __future__ import annotations
 
 import random
+import resource
+import shutil
+import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -137,3 +141,34 @@ def _copy(value: Any) -> Any:
     if isinstance(value, list):
         return [_copy(v) for v in value]
     return value
+
+
+class FuzzLog:
+    """The failures of one fuzz run, with its bounds: each failing input is kept (named in the
+    message, so it can be read again), an input over ``limit_seconds`` fails, and the peak memory
+    of the process may grow by at most ``limit_bytes`` over the run."""
+
+    def __init__(self, tmp_path: Path, seed: int, limit_seconds: float, limit_bytes: int) -> None:
+        self.tmp_path, self.seed = tmp_path, seed
+        self.limit_seconds, self.limit_bytes = limit_seconds, limit_bytes
+        self.failures: list[str] = []
+        self._rss_before = _peak_rss()
+
+    def record(self, i: int, path: Path, problem: str | None, started: float) -> None:
+        """Input ``i`` (the file ``path``, checked from ``started`` on) ended with ``problem``."""
+        elapsed = time.monotonic() - started
+        if problem is None and elapsed > self.limit_seconds:
+            problem = f"took {elapsed:.1f} s"
+        if problem is not None:
+            kept = self.tmp_path / f"failure-{i}{path.suffix}"
+            shutil.copy(path, kept)
+            self.failures.append(f"seed {self.seed}, input {i} (kept in {kept}): {problem}")
+
+    def assert_clean(self, count: int, what: str) -> None:
+        assert not self.failures, f"{len(self.failures)} of {count} {what} failed:\n" + "\n".join(self.failures[:5])
+        grown = _peak_rss() - self._rss_before
+        assert grown < self.limit_bytes, f"peak memory grew by {grown / 2**20:.0f} MB"
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

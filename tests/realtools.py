@@ -58,7 +58,8 @@ def install_dir() -> Path:
 def _run(argv: list[str], cwd: Path) -> None:
     done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
-        raise ToolInstallError(f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+        output = f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+        raise ToolInstallError(f"{' '.join(argv)} exited {done.returncode}:\n{output}")
 
 
 def _install(target: Path) -> None:

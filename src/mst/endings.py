@@ -1,4 +1,4 @@
-"""How an attempt ended: the closed set (seed 001), decided once by its producer.
+"""How an attempt ended: the closed set (docs/endings.md), decided once by its producer.
 
 An attempt is either a *trial* (graded, counts in pass rates, even when the client errored or
 ran out of its own turns, time or context) or an *infrastructure failure* (something around
@@ -120,7 +120,7 @@ _LEGACY_KINDS: Final[dict[str, tuple[InfraWhat, bool]]] = {
     "timeout": ("deadline", True),
     "setup": ("setup", False),
     # A Claude Code trial that hit its turn limit was stored as infrastructure and the stored
-    # transcript lacks the detail to reclassify it: it keeps that classification (seed 001).
+    # transcript lacks the detail to reclassify it: it keeps that classification (docs/endings.md).
     "turn-limit": ("client-app", False),
 }
 

@@ -9,8 +9,8 @@ from tests.helpers import basic_eval, write_eval
 
 from mst.config.datasets import load_dataset
 from mst.config.errors import UserError
+from mst.config.resolve import resolve_eval
 from mst.config.secrets import load_secrets
-from mst.resolve import resolve_eval
 
 
 def test_cases_from_jsonl_csv_and_yaml(tmp_path: Path) -> None:

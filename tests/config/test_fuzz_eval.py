@@ -8,7 +8,6 @@ eval using every section (judges, pairwise, graders, CSV/YAML/JSONL datasets, mo
 from __future__ import annotations
 
 import random
-import resource
 import shutil
 import time
 import traceback
@@ -19,11 +18,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from tests.helpers import ROOT, basic_eval
-from tests.mutate import mutate_bytes, mutate_yaml
+from tests.mutate import FuzzLog, mutate_bytes, mutate_yaml
 
 from mst.cli import main
 from mst.config.errors import UserError
-from mst.resolve import resolve_eval
+from mst.config.resolve import resolve_eval
 
 LIMIT_SECONDS = 5
 LIMIT_BYTES = 200 * 1024 * 1024
@@ -102,8 +101,7 @@ def _check_cli(inputs: Inputs, path: Path) -> str | None:
 def _fuzz(tmp_path: Path, seed: int, count: int, cli_every: int) -> dict[str, int]:
     inputs = _inputs(tmp_path)
     rng = random.Random(seed)
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    failures: list[str] = []
+    log = FuzzLog(tmp_path, seed, LIMIT_SECONDS, LIMIT_BYTES)
     counts = {"inputs": 0, "cli": 0}
     for i in range(count):
         path = _mutated(inputs, rng)
@@ -112,17 +110,9 @@ def _fuzz(tmp_path: Path, seed: int, count: int, cli_every: int) -> dict[str, in
         if problem is None and i % cli_every == 0:
             problem = _check_cli(inputs, path)
             counts["cli"] += 1
-        elapsed = time.monotonic() - started
-        if problem is None and elapsed > LIMIT_SECONDS:
-            problem = f"took {elapsed:.1f} s"
         counts["inputs"] += 1
-        if problem is not None:
-            kept = tmp_path / f"failure-{i}.yaml"
-            shutil.copy(path, kept)
-            failures.append(f"seed {seed}, input {i} (kept in {kept}): {problem}")
-    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss_before
-    assert not failures, f"{len(failures)} of {count} inputs failed:\n" + "\n".join(failures[:5])
-    assert grown < LIMIT_BYTES, f"peak memory grew by {grown / 2**20:.0f} MB"
+        log.record(i, path, problem, started)
+    log.assert_clean(count, "inputs")
     return counts
 
 

@@ -18,7 +18,7 @@ from mst.cli import main
 from mst.config import yamlfile
 from mst.config.errors import UserError
 from mst.config.load import load_eval
-from mst.resolve import resolve_eval
+from mst.config.resolve import resolve_eval
 
 LOADERS = [pytest.param(yamlfile.PyLoader, id="python")]
 if hasattr(yamlfile, "CLoader"):

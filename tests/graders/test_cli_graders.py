@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 from gsession import call, ev, request, result
 
-from mst._cli_graders import experiments, graders
+from mst.cli.graders import experiments, graders
 from mst.graders import parse_graders_config, run_graders
 from mst.session.io import write_transcript
 
@@ -153,8 +153,11 @@ def test_experiments_analyze_json_and_metric_selection(tmp_path: Path) -> None:
     [metric] = out["metrics"]
     assert metric["id"] == "trajectory-efficiency"
     cand = next(a for a in metric["arms"] if a["variant"] == "cand")
-    # base: 1 tool over 2 calls = 0.5 everywhere; cand: 1 over 1 = 1.0 → exact +0.5, higher is better
-    assert (cand["n"], cand["mean"], cand["difference"]["value"], cand["decision"]) == (6, 1.0, 0.5, "better")
+    # base: 1 tool over 2 calls = 0.5 everywhere; cand: 1 over 1 = 1.0 → exact +0.5, higher is better.
+    # Deliberate change (issue 15): identical differences in every case are no estimate of the noise,
+    # so no decision (was "better").
+    assert (cand["n"], cand["mean"], cand["difference"]["value"], cand["decision"]) == (6, 1.0, 0.5, "insufficient")
+    assert "spread" in cand["reason"]
 
 
 def test_experiments_analyze_uses_run_json_metrics(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""``graders:`` configuration (seed 002 §3) and the applicable items of §8."""
+"""``graders:`` configuration (docs/graders.md, "Configuration") and its edge cases."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Experiment metric references (seed 002 §7) and the analysis, with hand-computed figures."""
+"""Experiment metric references (docs/graders.md) and the analysis, with hand-computed figures."""
 
 from __future__ import annotations
 
@@ -101,9 +101,10 @@ def arm(analysis: dict[str, Any], variant: str) -> dict[str, Any]:
 def test_mean_with_case_clustered_interval() -> None:
     cand = arm(analyze(DATA), "cand")
     assert (cand["n"], cand["cases"], cand["excluded"]) == (4, 3, 3)
-    assert cand["mean"] == pytest.approx(5.75)
-    half = 4.302652730 * math.sqrt(1.5 * 9.875 / 16)
-    assert cand["interval"] == pytest.approx([5.75 - half, 5.75 + half])
+    # Equal weight per case (issue 15): case means 4, 7, 5 → 16/3; t on the case means' spread.
+    assert cand["mean"] == pytest.approx(16 / 3)
+    half = 4.302652730 * math.sqrt((7 / 3) / 3)
+    assert cand["interval"] == pytest.approx([16 / 3 - half, 16 / 3 + half])
 
 
 def test_paired_difference_against_baseline() -> None:
@@ -122,7 +123,7 @@ def test_decision_inconclusive_when_not_significant() -> None:
 def test_unavailable_and_failed_results_are_not_zeros() -> None:
     with_zeros = [*DATA[:8], obs("cand", "c3", 1, 0.0)]
     assert arm(analyze(DATA), "cand")["mean"] != arm(analyze(with_zeros), "cand")["mean"]
-    assert arm(analyze(DATA), "cand")["mean"] == pytest.approx(5.75)
+    assert arm(analyze(DATA), "cand")["mean"] == pytest.approx(16 / 3)  # case-weighted (issue 15)
 
 
 def test_insufficient_samples_by_default() -> None:
@@ -160,7 +161,8 @@ def test_single_case_has_no_interval() -> None:
     data = [obs("base", "c1", 0, 1.0), obs("cand", "c1", 0, 2.0), obs("cand", "c1", 1, 4.0)]
     cand = arm(analyze(data, min_samples=1), "cand")
     assert cand["interval"] is None
-    assert cand["difference"]["pValue"] is None and cand["decision"] == "inconclusive"
+    # One case is no estimate of spread: no decision at all (issue 15; was "inconclusive").
+    assert cand["difference"]["pValue"] is None and cand["decision"] == "insufficient"
 
 
 def test_identical_differences_are_exact() -> None:

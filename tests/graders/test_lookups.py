@@ -232,3 +232,13 @@ def test_dict_subclasses_are_events_too() -> None:
 def test_copilot_style_arguments_field_is_read() -> None:
     session = [ev("tool.execution_start", {"toolCallId": "1", "toolName": "t", "arguments": {"k": 2}})]
     assert create_session_lookups(session).tool_calls[0].arguments == {"k": 2}
+
+
+def test_a_call_mst_rejected_is_marked_and_never_reached_a_server() -> None:
+    refused = ev("tool.execution_complete", {"toolCallId": "b", "toolName": "nope", "success": False,
+                                             "rejected": True})
+    session = [start("a", "read"), done("a"), start("b", "nope"), refused,
+               ev("tool.execution_start", {"toolCallId": "c", "toolName": "task", "rejected": True})]
+    calls = create_session_lookups(session).tool_calls
+    assert [(c.name, c.rejected, c.reached_server) for c in calls] == [
+        ("read", False, True), ("nope", True, False), ("task", True, False)]

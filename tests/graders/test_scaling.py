@@ -1,4 +1,4 @@
-"""A measurable large-session bound for the default set (seed 002 §8): linear growth.
+"""A measurable large-session bound for the default set (docs/graders.md, "Defaults"): linear growth.
 
 The absolute bound (1M events ≤ 2 s) is measured by ``bench/bench_graders.py``; here a cheaper
 check guards against accidental super-linear work: quadrupling the session must cost well

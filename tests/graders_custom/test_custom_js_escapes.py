@@ -1,5 +1,5 @@
 """The escape corpus: each test is one attempt by a custom JavaScript grader to reach a capability
-it must not have (seed 002 §5). Every attempt is contained — recorded as an error, or for the
+it must not have (docs/graders.md). Every attempt is contained — recorded as an error, or for the
 harmless ones a value that proves nothing leaked — and nothing is written outside the temp dir."""
 
 from __future__ import annotations

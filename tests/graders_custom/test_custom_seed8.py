@@ -1,4 +1,4 @@
-"""Seed 002 §8 items for custom graders: custom source excluded from the built-in phase, bounded
+"""Custom graders (docs/graders.md, "Custom graders run apart"): custom source excluded from the built-in phase, bounded
 execution, credential stripping, session-file input, legacy metric output; plus the combination
 of custom and built-in results and the replay CLI using the same isolated runtimes."""
 

@@ -247,6 +247,58 @@ def test_missing_or_absent_transcript_makes_tool_assertions_ungraded(tmp_path: P
     for transcript in (tmp_path / "gone.jsonl", None):
         result = grade_trial(view("42", case=case, transcript=transcript), case, LiveSource())
         assert result.status == "ungraded" and result.passed is None
-        assert [e["judge"] for e in result.errors] == ["tool-not-called"]
-        assert "transcript" in result.errors[0]["message"]
-        assert [v["judge"] for v in result.verdicts] == ["contains"]
+        assert [e.judge for e in result.errors] == ["tool-not-called"]
+        assert "transcript" in result.errors[0].message
+        assert [v.judge for v in result.verdicts] == ["contains"]
+
+
+# --- one tool-call definition: the session lookups --------------------------------------------
+
+
+def test_tool_assertions_and_graders_agree_on_an_empty_phase() -> None:
+    """A call recorded with an empty provenance phase is the agent's for the graders' lookups; the
+    assertions used to correlate calls themselves and leave it out."""
+    from mst.graders import parse_graders_config, run_graders
+    from mst.session.lookups import create_session_lookups
+
+    events = tool_events(("add", {"a": 1}, True), phase="")
+    assert check("", events, type="tool-called", tool="add")[0] is True
+    assert check("", events, type="tool-calls", min=1, max=1)[0] is True
+    assert len(view("", transcript=events).tool_calls) == len(create_session_lookups(events).tool_calls) == 1
+    run = run_graders(events, parse_graders_config({"tool-failure-count": {}}))
+    assert next(r for r in run.results if r["id"] == "tool-failure-count")["value"] == 0.0
+
+
+def _rejected(*, on_start: bool) -> list[dict[str, Any]]:
+    """An agent's session: ``add`` reached its server; ``delete`` was refused by mst (never sent)."""
+    events = tool_events(("add", {"a": 1}, True))
+    start = {"toolCallId": "r1", "toolName": "delete", "input": {"path": "/"}, "mcpServerName": "calc"}
+    done = {"toolCallId": "r1", "toolName": "delete", "success": False, "error": "unknown tool", "rejected": True}
+    if on_start:
+        start["rejected"] = True
+    events.append(make_event("tool.execution_start", start, component="t"))
+    events.append(make_event("tool.execution_complete", done, component="t"))
+    return events
+
+
+@pytest.mark.parametrize("on_start", [True, False])
+def test_tool_assertions_count_only_calls_that_reached_a_server(on_start: bool) -> None:
+    events = _rejected(on_start=on_start)
+    calls = view("", transcript=events).tool_calls
+    assert [(c["name"], c["rejected"]) for c in calls] == [("add", False), ("delete", True)]
+    assert check("", events, type="tool-called", tool="delete")[0] is False
+    assert check("", events, type="tool-not-called", tool="delete")[0] is True
+    assert check("", events, type="tool-calls", max=1)[0] is True
+    assert check("", events, type="tool-calls", tool="delete", max=0)[0] is True
+    # ...unless the assertion asks for the rejected calls too.
+    assert check("", events, type="tool-called", tool="delete", includeRejected=True)[0] is True
+    assert check("", events, type="tool-not-called", tool="delete", includeRejected=True)[0] is False
+    assert check("", events, type="tool-calls", min=2, includeRejected=True)[0] is True
+
+
+def test_the_reject_option_leaves_existing_identities_alone() -> None:
+    plain = assertion(type="tool-called", tool="add")
+    assert assertion_identity(plain) == assertion_identity(assertion(type="tool-called", tool="add",
+                                                                      includeRejected=False))
+    assert assertion_identity(plain) != assertion_identity(assertion(type="tool-called", tool="add",
+                                                                      includeRejected=True))

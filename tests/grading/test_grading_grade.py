@@ -1,4 +1,4 @@
-"""grade_trial (records, keep/resume, async) and compare_pairwise (both orders, flips, pairing)."""
+"""grade_trial (records, keep/resume, async judges) and compare_pairwise (both orders, flips, pairing)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,11 @@ import pytest
 from grading_helpers import calls, fixture_judge, make_case, pairwise_judge, view
 
 from mst.grading import (
+    GradingContext,
     LiveSource,
     TrialView,
     compare_pairwise,
-    compare_pairwise_async,
     grade_trial,
-    grade_trial_async,
     grader_names,
 )
 
@@ -94,7 +93,7 @@ def test_keep_skips_judges_with_a_valid_verdict() -> None:
     assert calls("returns_score") == before + 2
 
 
-async def test_async_grading_matches_sync_grading() -> None:
+def test_async_judges_grade_in_the_one_path() -> None:
     judges = [
         fixture_judge("returns_bool"),
         fixture_judge("async_judge", options={"word": "4"}),
@@ -103,7 +102,7 @@ async def test_async_grading_matches_sync_grading() -> None:
     case = make_case(assertions=[{"type": "contains", "value": "42"}], judges=judges)
     sync = grade_trial(view(case=case), case, LiveSource()).to_json()
     keep = {"returns_bool": next(v for v in sync["verdicts"] if v["judge"] == "returns_bool")}
-    asynchronous = (await grade_trial_async(view(case=case), case, LiveSource(), keep=keep)).to_json()
+    asynchronous = grade_trial(view(case=case), case, LiveSource(), keep=keep).to_json()
     assert _strip_timing(asynchronous) == _strip_timing(sync)
     assert sync["status"] == "ungraded" and [e["judge"] for e in sync["errors"]] == ["raises"]
 
@@ -116,12 +115,12 @@ def test_assertion_only_grading_is_fast() -> None:
             {"type": "final-answer"},
         ]
     )
-    source = LiveSource()
+    source, context = LiveSource(), GradingContext()  # a run's context: the case's plan is made once
     trials = [view("The answer is 42", case=case, trial=i) for i in range(5000)]
-    grade_trial(trials[0], case, source)
+    grade_trial(trials[0], case, source, context=context)
     start = time.perf_counter()
     for t in trials:
-        grade_trial(t, case, source)
+        grade_trial(t, case, source, context=context)
     per_trial = (time.perf_counter() - start) / len(trials)
     assert per_trial < 100e-6, f"{per_trial * 1e6:.1f} µs per trial"  # ~10-20 µs; generous for CI noise
 
@@ -167,10 +166,10 @@ def test_position_bias_flip_is_a_tie() -> None:
         case, sides({0: "x", 1: "y"}, "cand"), sides({0: "x", 1: "y"}, "base"), judge, LiveSource()
     )
     assert calls("always_a") == before + 4  # both orders for each pair
-    assert [(p["ab"], p["ba"], p["preference"]) for p in result.pairs] == [
+    assert [(p["ab"], p["ba"], p["preference"]) for p in result.to_json()["pairs"]] == [
         ("candidate", "baseline", "tie")
     ] * 2
-    assert result.pairs[0]["reasons"] == {"ab": "first is best", "ba": "first is best"}
+    assert result.pairs[0].reasons == {"ab": "first is best", "ba": "first is best"}
     assert (result.wins, result.ties, result.losses, result.preference) == (0, 2, 0, "tie")
 
 
@@ -180,10 +179,10 @@ def test_pairs_only_where_both_sides_have_a_trial() -> None:
     cand = sides({0: "good", 1: "good", 2: "good"}, "cand", infra={1})
     base = sides({0: "bad", 1: "bad", 2: "bad", 3: "bad"}, "base")
     result = compare_pairwise(case, cand, base, judge, LiveSource())
-    assert [p["trial"] for p in result.pairs] == [0, 2]
+    assert [p["trial"] for p in result.to_json()["pairs"]] == [0, 2]
     assert result.preference == "candidate" and result.wins == 2
     empty = compare_pairwise(case, [], base, judge, LiveSource(), candidate="cand")
-    assert empty.pairs == [] and empty.preference is None and empty.to_json()["candidate"] == "cand"
+    assert empty.pairs == () and empty.preference is None and empty.to_json()["candidate"] == "cand"
 
 
 def test_pairwise_errors_leave_the_pair_out() -> None:
@@ -192,8 +191,8 @@ def test_pairwise_errors_leave_the_pair_out() -> None:
         result = compare_pairwise(
             case, sides({0: "a"}, "cand"), sides({0: "b"}, "base"), pairwise_judge(name), LiveSource()
         )
-        assert result.pairs == [] and result.preference is None and not result.complete
-        assert result.errors[0]["trial"] == 0 and message in result.errors[0]["message"]
+        assert result.pairs == () and result.preference is None and not result.complete
+        assert result.errors[0].trial == 0 and message in result.errors[0].message
 
 
 def test_pairwise_keep_reuses_pairs_with_the_same_identity() -> None:
@@ -210,13 +209,13 @@ def test_pairwise_keep_reuses_pairs_with_the_same_identity() -> None:
     assert calls("always_a") == before + 6
 
 
-async def test_async_pairwise_matches_sync() -> None:
+def test_async_pairwise_judge_matches_a_sync_one() -> None:
     case = make_case(trials=3)
     cand = sides({0: "good", 1: "bad", 2: "good"}, "cand")
     base = sides({0: "bad", 1: "good", 2: "bad"}, "base")
     sync = compare_pairwise(case, cand, base, pairwise_judge("prefers_good"), LiveSource()).to_json()
     judge = pairwise_judge("async_prefers_good")
-    asynchronous = (await compare_pairwise_async(case, cand, base, judge, LiveSource())).to_json()
+    asynchronous = compare_pairwise(case, cand, base, judge, LiveSource()).to_json()
     assert [p["preference"] for p in asynchronous["pairs"]] == [p["preference"] for p in sync["pairs"]]
     assert (asynchronous["wins"], asynchronous["losses"], asynchronous["preference"]) == (2, 1, "candidate")
     # The sync path runs an async pairwise judge too.

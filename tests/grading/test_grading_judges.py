@@ -220,7 +220,7 @@ def test_load_callable_refuses_code_that_differs_from_the_resolved_version() -> 
     # ...and grading with it is a grading error, not a crash.
     case = make_case(judges=[stale])
     result = grade_trial(view(case=case), case, LiveSource())
-    assert result.status == "ungraded" and "changed since it was resolved" in result.errors[0]["message"]
+    assert result.status == "ungraded" and "changed since it was resolved" in result.errors[0].message
 
 
 def _install_plugin(root: Path, dist: str, version: str, module: str) -> None:

@@ -79,7 +79,7 @@ class CollectOnly(Runner):
 
 def test_grade_refuses_a_runner_without_grade_before_any_shard(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from mst import pipeline
+    from mst import api as pipeline
 
     source = collected_run(tmp_path, judged_eval(tmp_path, cases=2))
     monkeypatch.setitem(registry.BUILTIN, "collect-only", f"{__name__}:CollectOnly")

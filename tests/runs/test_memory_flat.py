@@ -16,8 +16,8 @@ import orjson
 import pytest
 from tests.helpers import mock_variant, write_eval
 
-from mst.pipeline import grade, run_eval
-from mst.runs import files
+from mst import fileio
+from mst.api import grade, run_eval
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +64,7 @@ def _peak(work: Path, attempts: int) -> tuple[int, int]:
 def test_peak_memory_per_attempt_stays_small(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Big files are read and written, and records buffered, a block at a time: small blocks let
     # small runs show what big ones would.
-    monkeypatch.setattr(files, "IO_BLOCK", 32 * 1024)
+    monkeypatch.setattr(fileio, "IO_BLOCK", 32 * 1024)
     _peak(tmp_path, 20)  # modules imported on first use allocate too: load them all first
     small_run, small_grade = _peak(tmp_path, 500)
     big_run, big_grade = _peak(tmp_path, 2500)

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from mst.config.errors import UserError
-from mst.runs.files import Journal, atomic_write_json, read_journal, read_json
+from mst.fileio import atomic_write_json, read_json
+from mst.runs.files import Journal, read_journal
 from mst.runs.layout import RunPaths
 from mst.runs.run import Run, open_run
 

@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from mst.config.errors import UserError
-from mst.runs.files import Journal, json_file_bytes, read_journal, read_journal_lines, write_trial_file
+from mst.fileio import json_file_bytes, write_trial_file
+from mst.runs.files import Journal, read_journal, read_journal_lines
 from mst.runs.layout import RunPaths
 from mst.runs.record_files import read_record_file, write_record_file
 from mst.runs.records import KeyIndex, RecordStore

@@ -7,7 +7,17 @@ from typing import Any
 
 import pytest
 
-from mst.runs.stats import (
+from mst.statistics import (
+    betainc,
+    case_sum,
+    clustered_mean,
+    mean_of_cases,
+    paired_difference,
+    t_cdf,
+    t_quantile,
+    wilson_interval,
+)
+from mst.statistics.rates import (
     CaseTrials,
     case_passes,
     case_row,
@@ -18,16 +28,6 @@ from mst.runs.stats import (
     pass_rate,
     preference_counts,
     variant_stats,
-)
-from mst.statistics import (
-    betainc,
-    case_sum,
-    clustered_mean,
-    clustered_mean_of_sums,
-    paired_difference,
-    t_cdf,
-    t_quantile,
-    wilson_interval,
 )
 
 # --- the t distribution ---------------------------------------------------------------------------
@@ -123,23 +123,27 @@ def test_pass_at_k_agrees_with_binomials() -> None:
 # --- pass rate and its interval ------------------------------------------------------------------
 
 
-def _cr1_by_hand(counts: list[tuple[int, int]]) -> tuple[float, float]:
+def _wilson_effective_by_hand(counts: list[tuple[int, int]], t: float) -> tuple[float, float, float]:
+    """Equal weight per case; Wilson on n* = p(1−p)/V, V = s²/G of the case fractions."""
     g = len(counts)
-    n = sum(t for _, t in counts)
-    p = sum(c for c, _ in counts) / n
-    var = g / (g - 1) * sum((c - p * t) ** 2 for c, t in counts) / n**2
-    return p, math.sqrt(var)
+    fractions = [c / n for c, n in counts]
+    p = sum(fractions) / g
+    var = sum((f - p) ** 2 for f in fractions) / (g - 1) / g
+    n_eff = min(sum(n for _, n in counts), p * (1 - p) / var)
+    centre = (p + t * t / (2 * n_eff)) / (1 + t * t / n_eff)
+    half = t / (1 + t * t / n_eff) * math.sqrt(p * (1 - p) / n_eff + t * t / (4 * n_eff**2))
+    return p, centre - half, centre + half
 
 
 def test_pass_rate_cluster_interval_by_hand() -> None:
+    # Deliberate change (issue 15): a Wilson interval on the effective sample size replaces p ± t·SE.
     counts = [(3, 3), (0, 3), (2, 3), (1, 3), (3, 3), (2, 3), (3, 3), (1, 3)]
     result = pass_rate(counts)
-    p, se = _cr1_by_hand(counts)
+    p, low, high = _wilson_effective_by_hand(counts, 2.3646)  # t(0.975, 7)
     assert result["estimate"] == pytest.approx(15 / 24) == pytest.approx(p)
-    assert result["method"] == "cluster-t" and (result["cases"], result["trials"]) == (8, 24)
-    half = 2.3646 * se  # t(0.975, 7)
-    assert result["low"] == pytest.approx(p - half, abs=1e-3)
-    assert result["high"] == pytest.approx(p + half, abs=1e-3)
+    assert result["method"] == "wilson-effective" and (result["cases"], result["trials"]) == (8, 24)
+    assert result["low"] == pytest.approx(low, abs=1e-4)
+    assert result["high"] == pytest.approx(high, abs=1e-4)
 
 
 def test_clustered_interval_is_wider_than_treating_trials_as_independent() -> None:
@@ -153,9 +157,12 @@ def test_clustered_interval_is_wider_than_treating_trials_as_independent() -> No
 def test_pass_rate_fallback_when_every_case_agrees() -> None:
     result = pass_rate([(3, 3)] * 10)
     assert result["estimate"] == 1.0 and result["method"] == "wilson-cases" and result["high"] == 1.0
-    assert result["low"] == pytest.approx(wilson_interval(10, 10)[0])  # n = cases, not 30 trials
+    # n = cases, not 30 trials; the quantile is t on G−1 df (deliberate change, issue 15)
+    assert result["low"] == pytest.approx(wilson_interval(10, 10, t_quantile(0.975, 9))[0])
+    # One case: its trials say nothing about how cases vary, so no interval (issue 15).
     single = pass_rate([(1, 2)])
-    assert single["method"] == "wilson-cases" and 0 < single["low"] < 0.5 < single["high"] < 1
+    assert single["method"] == "single-case" and single["estimate"] == 0.5
+    assert single["low"] is None and single["high"] is None
     assert pass_rate([])["estimate"] is None
 
 
@@ -172,7 +179,8 @@ def test_variant_stats_excludes_incomplete_cases() -> None:
     }
     stats: dict[str, Any] = variant_stats(cases)
     assert stats["cases"] == {"total": 5, "passed": 1, "failed": 2, "incomplete": 2}
-    assert stats["passRate"]["estimate"] == pytest.approx(4 / 8)
+    # Equal weight per case (issue 15): the pass rate is pass@1, (1 + 1/3 + 0) / 3, not 4/8 trials.
+    assert stats["passRate"]["estimate"] == pytest.approx((1 + 1 / 3 + 0) / 3) == stats["passAtK"]["1"]
     assert (stats["passRate"]["cases"], stats["passRate"]["trials"]) == (3, 8)
     # k goes up to the fewest trials of a complete case (2); averages over a, b, e.
     assert set(stats["passAtK"]) == {"1", "2"}
@@ -206,22 +214,24 @@ def test_variant_stats_rule_and_empty() -> None:
 def test_clustered_mean_by_hand_and_missing_values() -> None:
     values = {"a": [1.0, 3.0], "b": [2.0, None], "c": [6.0], "d": [None]}
     result = clustered_mean(values)
-    # sums 4, 2, 6 over n 2, 1, 1 → mean 3; residuals 4-6, 2-3, 6-3 → ss = 4 + 1 + 9 = 14
-    se = math.sqrt(3 / 2 * 14) / 4
-    assert result["mean"] == pytest.approx(3.0) and (result["cases"], result["n"]) == (3, 4)
-    assert result["high"] - result["mean"] == pytest.approx(4.3027 * se, abs=1e-3)
+    # Equal weight per case (issue 15): case means 2, 2, 6 → mean 10/3; sd of the case means.
+    means = [2.0, 2.0, 6.0]
+    sd = math.sqrt(sum((m - 10 / 3) ** 2 for m in means) / 2)
+    assert result["mean"] == pytest.approx(10 / 3) and (result["cases"], result["n"]) == (3, 4)
+    assert result["high"] - result["mean"] == pytest.approx(4.3027 * sd / math.sqrt(3), abs=1e-3)
     assert clustered_mean({"a": [1.0, 2.0]})["low"] is None
     assert clustered_mean({})["mean"] is None
     with pytest.raises(ValueError, match="finite"):
         clustered_mean({"a": [float("inf")]})
 
 
-def test_clustered_mean_from_case_sums_is_the_same() -> None:
-    """The summary keeps each case's (sum, count), not the trial values: same numbers."""
+def test_clustered_mean_is_the_mean_of_case_means() -> None:
+    """The summary keeps each case's mean, not the trial values: same numbers."""
     values = {"a": [1.0, 3.0], "b": [2.0, None], "c": [6.0], "d": [None], "e": [0.5, 0.25, 8.0]}
     sums = [s for s in (case_sum(v, k) for k, v in values.items()) if s is not None]
     assert case_sum([None], "d") is None
-    assert clustered_mean_of_sums([s for s, _ in sums], [n for _, n in sums]) == clustered_mean(values)
+    by_means = mean_of_cases([s / n for s, n in sums])
+    assert {**by_means, "n": sum(n for _, n in sums)} == clustered_mean(values)
 
 
 def test_paired_difference_by_hand() -> None:

@@ -6,8 +6,6 @@ levels deep are a session like any other."""
 from __future__ import annotations
 
 import random
-import resource
-import shutil
 import time
 import traceback
 from pathlib import Path
@@ -17,7 +15,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 from tests.graders.gsession import call, ev, request, result, rpc, start
-from tests.mutate import HOSTILE_VALUES, TOKENS, mutate_bytes, nested
+from tests.mutate import HOSTILE_VALUES, TOKENS, FuzzLog, mutate_bytes, nested
 
 from mst.cli import main
 from mst.graders import parse_graders_config, run_graders
@@ -105,24 +103,15 @@ def _fuzz(tmp_path: Path, seed: int, count: int, cli_every: int) -> None:
     events = _session()
     base = b"\n".join(orjson.dumps(e) for e in events) + b"\n"
     path = tmp_path / "session.jsonl"
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    failures: list[str] = []
+    log = FuzzLog(tmp_path, seed, LIMIT_SECONDS, LIMIT_BYTES)
     for i in range(count):
         path.write_bytes(_mutated(rng, base, events))
         started = time.monotonic()
         problem = _check(path)
         if problem is None and i % cli_every == 0:
             problem = _check_cli(path)
-        elapsed = time.monotonic() - started
-        if problem is None and elapsed > LIMIT_SECONDS:
-            problem = f"took {elapsed:.1f} s"
-        if problem is not None:
-            kept = tmp_path / f"failure-{i}.jsonl"
-            shutil.copy(path, kept)
-            failures.append(f"seed {seed}, input {i} (kept in {kept}): {problem}")
-    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss_before
-    assert not failures, f"{len(failures)} of {count} sessions failed:\n" + "\n".join(failures[:5])
-    assert grown < LIMIT_BYTES, f"peak memory grew by {grown / 2**20:.0f} MB"
+        log.record(i, path, problem, started)
+    log.assert_clean(count, "sessions")
 
 
 def test_tool_arguments_nested_a_thousand_levels(tmp_path: Path) -> None:

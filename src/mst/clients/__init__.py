@@ -1,4 +1,4 @@
-"""Client kinds. Each runs one attempt and types its own ending (seed 001)."""
+"""Client kinds. Each runs one attempt and types its own ending (docs/endings.md)."""
 
 from mst.clients.base import AttemptOutcome, AttemptRequest, Client, NoSettings, TranscriptRecorder
 

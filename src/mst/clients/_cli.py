@@ -7,7 +7,7 @@ a budget mst enforces). Whatever happens — the client's time budget, mst's dea
 task, an unreadable line — the whole process group is terminated, then killed, so nothing the CLI
 started (its MCP servers included) outlives the attempt.
 
-Endings decided here, at the point of failure (seed 001):
+Endings decided here, at the point of failure (docs/endings.md):
 
 - the binary does not exist or is not executable → ``client-app``, not retryable (install it).
 - a stdout line that is not a JSON object → ``client-app``, retryable (output mst cannot read).
@@ -33,6 +33,7 @@ from typing import Any, Final
 import orjson
 
 from mst.endings import Ending, EndingException, Infrastructure, Trial
+from mst.session.redact import Redactor
 
 SECRET_REF: Final = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _LINE_LIMIT: Final = 64 * 1024 * 1024
@@ -41,10 +42,7 @@ _STDERR_TAIL: Final = 800
 
 
 def redact(text: str, secrets: Mapping[str, str]) -> str:
-    for value in secrets.values():
-        if value:
-            text = text.replace(value, "[REDACTED]")
-    return text
+    return Redactor.of(secrets).text(text)
 
 
 def secret_refs(value: str, secrets: Mapping[str, str], where: str) -> list[str]:

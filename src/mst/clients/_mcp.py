@@ -3,7 +3,7 @@
 Imported only when a variant has MCP servers, so the no-server path of the agent client never
 pays for ``mcp``/``anyio`` (importing ``mcp`` alone costs over a second of CPU).
 
-Endings decided here (seed 001: at the point of failure):
+Endings decided here (docs/endings.md: at the point of failure):
 
 - a server that cannot start, initialise or list its tools within ``startup_timeout_s``, or a
   server setting that names a secret the secrets file lacks → ``Infrastructure("setup", ...,
@@ -40,6 +40,7 @@ from mcp_types import CallToolResult, Implementation, TextContent, Tool
 from mst.config.models import HttpServer, McpServer, StdioServer
 from mst.endings import EndingException, Infrastructure
 from mst.providers.base import ToolSpec
+from mst.session.redact import Redactor
 
 _SECRET_REF: Final = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _STDERR_TAIL_CHARS: Final = 1500
@@ -67,10 +68,7 @@ class _Route:
 
 def redact(text: str, secrets: Mapping[str, str]) -> str:
     """Remove every secret value from text that is about to reach an error message."""
-    for value in secrets.values():
-        if value:
-            text = text.replace(value, "[REDACTED]")
-    return text
+    return Redactor.of(secrets).text(text)
 
 
 def expand_secrets(value: str, secrets: Mapping[str, str], where: str) -> str:

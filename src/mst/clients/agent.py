@@ -3,9 +3,9 @@
 One attempt: start the variant's MCP servers (stdio commands and streamable-HTTP URLs, through
 the official ``mcp`` SDK), list their tools, then ask the model for its next step, run the tool
 calls it asks for, feed the results back, and stop at its final answer or at one of the client's
-own limits. Everything is written to the transcript as it happens (seed 002 §2 events).
+own limits. Everything is written to the transcript as it happens (canonical events, docs/graders.md).
 
-Endings (seed 001), decided where they happen:
+Endings (docs/endings.md), decided where they happen:
 
 ========================================  ==================================================
 what happened                             ending
@@ -27,7 +27,7 @@ anything unrecognised the client raises   ``mst.endings.from_exception`` (``clie
 output tokens over every request), not the model's context window. Running out of it means the
 client stopped itself before it finished, exactly like running out of turns, so it ends as a
 ``turn-limit`` trial with a detail naming the token budget. ``context-limit`` stays reserved for
-what seed 001 means by it: the model's context filled up.
+what docs/endings.md means by it: the model's context filled up.
 
 Performance: with ``model: mock`` and no MCP servers an attempt must cost well under 0.3 ms of
 CPU, so that path touches no ``mcp``/``anyio`` import, no task group and no pydantic validation
@@ -71,6 +71,7 @@ from mst.session.events import (
     TOOL_START,
     USER_MESSAGE,
 )
+from mst.session.redact import Redactor
 
 if TYPE_CHECKING:
     from mst.clients._mcp import Toolbox
@@ -309,13 +310,4 @@ class AgentClient:
 
 def _scrub(ending: Ending, secrets: Mapping[str, str]) -> Ending:
     """Remove secret values from an ending's text (it may quote an exception or a provider's error)."""
-
-    def clean(text: str) -> str:
-        for value in secrets.values():
-            if value:
-                text = text.replace(value, "[REDACTED]")
-        return text
-
-    if isinstance(ending, Infrastructure):
-        return Infrastructure(ending.what, clean(ending.why), ending.retryable)
-    return ending if ending.detail is None else Trial(ending.outcome, clean(ending.detail))
+    return Redactor.of(secrets).ending(ending)

@@ -1,7 +1,7 @@
 """The client interface: what every client kind (built in or a `mst.clients` plugin) implements.
 
 A client runs one attempt and says how it ended. It decides its own ending at the point of
-failure (seed 001): a provider's 429 is ``provider-api``, its own turn limit is a trial with
+failure (docs/endings.md): a provider's 429 is ``provider-api``, its own turn limit is a trial with
 ``turn-limit``. It never writes files of the run except under ``artifacts_dir``; the collector
 writes the transcript it recorded.
 """

@@ -31,7 +31,7 @@ the Agent SDK's message types; cross-checked with public stream-json parsers):
   Claude Code's environment, so secrets stay out of the file: they reach Claude Code through its
   environment only.
 
-Endings (seed 001), decided here:
+Endings (docs/endings.md), decided here:
 
 ======================================================  ===========================================
 what happened                                           ending
@@ -80,6 +80,7 @@ from mst.session.events import (
     TOOL_START,
     USER_MESSAGE,
 )
+from mst.session.redact import Redactor
 
 NAME: Final = "claude-code"
 CONFIG_FILE: Final = "claude-mcp-config.json"
@@ -302,9 +303,7 @@ class ClaudeStream:
 
 
 def _scrub(ending: Ending, secrets: Mapping[str, str]) -> Ending:
-    if isinstance(ending, Infrastructure):
-        return Infrastructure(ending.what, _cli.redact(ending.why, secrets), ending.retryable)
-    return ending if ending.detail is None else Trial(ending.outcome, _cli.redact(ending.detail, secrets))
+    return Redactor.of(secrets).ending(ending)
 
 
 class ClaudeCodeClient:

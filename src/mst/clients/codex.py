@@ -57,6 +57,7 @@ from mst.session.events import (
     TOOL_START,
     USER_MESSAGE,
 )
+from mst.session.redact import Redactor
 
 NAME: Final = "codex"
 _SAME_PYTHON: Final = frozenset({"python", "python3"})
@@ -375,6 +376,4 @@ class CodexClient:
 
 
 def _scrub(ending: Ending, secrets: Mapping[str, str]) -> Ending:
-    if isinstance(ending, Infrastructure):
-        return Infrastructure(ending.what, _cli.redact(ending.why, secrets), ending.retryable)
-    return ending if ending.detail is None else Trial(ending.outcome, _cli.redact(ending.detail, secrets))
+    return Redactor.of(secrets).ending(ending)

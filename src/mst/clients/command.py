@@ -4,12 +4,12 @@ For agents mst does not drive itself (a CLI agent, a script around an SDK, anoth
 The command gets the prompt in its argv (``{prompt}``) or on stdin (``stdin: true``), runs in
 the attempt's artifacts directory (files it writes there are the attempt's artifacts), and
 answers on stdout or in a file. It may also write a JSONL transcript in the canonical format
-(seed 002 §2), which becomes the attempt's transcript.
+(docs/graders.md, "The contract"), which becomes the attempt's transcript.
 
 Secrets (from ``--secrets-file``) reach the command through its environment only, never its
 argv, and are removed from any of its output that ends up in an ending's detail.
 
-Endings (seed 001), decided here:
+Endings (docs/endings.md), decided here:
 
 - the command does not exist or is not executable → ``Infrastructure("client-app", ...,
   retryable=False)``: the eval's setup must change.
@@ -42,6 +42,7 @@ from mst.config.models import VariantConfig
 from mst.endings import COMPLETED, Ending, Infrastructure, Trial, to_json
 from mst.session.events import ASSISTANT_MESSAGE, MODEL_REQUEST, SESSION_FORMAT, SESSION_RESULT, USER_MESSAGE
 from mst.session.io import TranscriptError, read_transcript
+from mst.session.redact import Redactor
 
 _STRICT = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True)
 _DETAIL_TAIL = 800
@@ -98,10 +99,7 @@ class CommandSettings(BaseModel):
 
 
 def _redact(text: str, secrets: Mapping[str, str]) -> str:
-    for value in secrets.values():
-        if value:
-            text = text.replace(value, "[REDACTED]")
-    return text
+    return Redactor.of(secrets).text(text)
 
 
 def _tail(data: bytes) -> str:

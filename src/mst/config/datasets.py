@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable, Iterable, Iterator
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import orjson
 
 from mst.config.errors import Problem, UserError
 from mst.config.files import decode_utf8, read_file
+from mst.config.plugins import DATASETS, UnknownPlugin, load
 from mst.config.yamlfile import child, data_problems, parse_yaml, storable, subnode
 
 RawCase = tuple[dict[str, Any], str]  # (case mapping, "file:line")
@@ -102,22 +102,16 @@ def load_yaml(path: Path | None, options: dict[str, Any]) -> list[RawCase]:
     return out
 
 
-BUILTIN: dict[str, Loader] = {"jsonl": load_jsonl, "csv": load_csv, "yaml": load_yaml, "yml": load_yaml}
-
-
 def loader_for(fmt: str, path: Path | None = None) -> Loader:
-    """The loader of a format; ``path`` is the file the format was read from (its extension),
-    named in the error when the format is unknown."""
-    if fmt in BUILTIN:
-        return BUILTIN[fmt]
-    for ep in entry_points(group="mst.datasets"):
-        if ep.name == fmt:
-            loaded: Loader = ep.load()
-            return loaded
-    known = sorted(set(BUILTIN) | {ep.name for ep in entry_points(group="mst.datasets")})
-    told = "set 'format'" if path is not None else "a mst.datasets plugin of that name is not installed"
-    message = f"unknown dataset format {fmt!r} ({told}); known: {', '.join(known)}"
-    raise UserError(Problem(str(path), message) if path is not None else Problem("", message, "format"))
+    """The loader of dataset format ``fmt``: a built-in, or a ``mst.datasets`` plugin. ``path`` is
+    the file the format was read from (its extension), named in the error when it is unknown."""
+    try:
+        loaded: Loader = load(DATASETS, fmt)
+    except UnknownPlugin as exc:
+        if path is not None:
+            raise UserError(Problem(str(path), f"{exc} (by its extension: set 'format')")) from None
+        raise UserError(Problem("", f"{exc} (is a mst.datasets plugin of that name installed?)", "format")) from None
+    return loaded
 
 
 def load_dataset(path: Path | None, fmt: str | None, options: dict[str, Any]) -> Iterator[RawCase]:

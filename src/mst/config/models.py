@@ -68,10 +68,14 @@ class JsonPath(_AssertionBase):
     equals: Any = None
 
 
+_INCLUDE_REJECTED = Field(False, description="Also count calls mst rejected before any server saw them.")
+
+
 class ToolCalled(_AssertionBase):
     type: Literal["tool-called", "tool-not-called"]
     tool: str
     args: dict[str, Any] | None = Field(None, description="Arguments that must match (a subset).")
+    includeRejected: bool = _INCLUDE_REJECTED
 
 
 class ToolCallCount(_AssertionBase):
@@ -79,6 +83,7 @@ class ToolCallCount(_AssertionBase):
     tool: str | None = Field(None, description="Count only this tool; all tools when omitted.")
     min: int | None = Field(None, ge=0)
     max: int | None = Field(None, ge=0)
+    includeRejected: bool = _INCLUDE_REJECTED
 
 
 class FinalAnswer(_AssertionBase):
@@ -219,7 +224,7 @@ class EvalConfig(Strict):
     assertions: list[Assertion] = Field(default_factory=list, description="Applied to every case.")
     judges: list[JudgeConfig] = Field(default_factory=list, description="Applied to every case.")
     pairwise: PairwiseConfig | None = None
-    graders: dict[str, Any] | None = Field(None, description="Deterministic graders (seed 002 §3).")
+    graders: dict[str, Any] | None = Field(None, description="Deterministic graders (docs/graders.md, Configuration).")
     redact: list[str] = Field(default_factory=list, description="Extra regexes redacted from transcripts.")
     metrics: list[str] = Field(
         default_factory=list,

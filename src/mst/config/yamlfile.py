@@ -1,4 +1,5 @@
-"""YAML parsed once, with the C parser when it is installed, and bounded before objects are built.
+"""YAML parsed once, with the C parser when it is installed, and bounded before objects are built
+(docs/eval-file.md says what is refused and why).
 
 An eval file (and a YAML dataset) is parsed in one pass: events from libyaml (PyYAML's pure-Python
 parser when libyaml is absent) are composed here into a node tree that keeps every node's line,
@@ -39,9 +40,9 @@ from yaml.events import (
     StreamEndEvent,
 )
 
+from mst._gc import paused_gc
 from mst.config.errors import Problem, UserError
 from mst.config.files import decode_utf8
-from mst.session.lookups import paused_gc
 
 MAX_DEPTH = 100  # nesting levels: far beyond any eval, well below every recursion limit downstream
 MAX_ALIAS_NODES = 100_000  # nodes that all aliases of one file may expand to
@@ -120,7 +121,7 @@ def parse_yaml(raw: bytes, file: str, loader_class: type[Any] | None = None) -> 
 
 def gc_paused_for(raw: bytes) -> AbstractContextManager[None]:
     """The garbage collector paused for a pass over the nodes or data of a YAML file (a small
-    file is left alone; see :func:`mst.session.lookups.paused_gc`)."""
+    file is left alone; see :func:`mst._gc.paused_gc`)."""
     return paused_gc(len(raw) // _BYTES_PER_NODE)
 
 

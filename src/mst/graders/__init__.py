@@ -1,4 +1,4 @@
-"""Deterministic graders (seed 002): pure execution metrics over a unified session.
+"""Deterministic graders (docs/graders.md): pure execution metrics over a unified session.
 
 Public API:
 

@@ -1,4 +1,4 @@
-"""The ten default built-in graders (seed 002 §4): fast, linear, enabled unless disabled.
+"""The ten default built-in graders (docs/graders.md, "Defaults"): fast, linear, enabled unless disabled.
 
 Each reads only the shared lookups (artifact-production also the event-type index), so
 grading a million-event session costs one pass for the lookups and a few passes over the much
@@ -33,8 +33,9 @@ def _no_calls(lookups: SessionLookups, counted: str) -> Measurement:
 
 
 def tool_success_rate(inp: GraderInput) -> Measurement:
-    """Successful / total calls. Unfinished calls count as failures (seed 002 §2): a call that
-    never reported a result did not deliver one. Zero calls → unavailable: 0/0 is not 100%."""
+    """Successful / total calls. Unfinished calls count as failures (docs/graders.md, "What a
+    tool call is"): a call that never reported a result did not deliver one. Zero calls →
+    unavailable: 0/0 is not 100%."""
     calls = inp.lookups.tool_calls
     if not calls:
         return unavailable("no tool calls: a success rate over zero calls is undefined")

@@ -1,4 +1,4 @@
-"""The ``graders:`` configuration (seed 002 §3): parsing, validation and normalisation.
+"""The ``graders:`` configuration (docs/graders.md, "Configuration"): parsing, validation and normalisation.
 
 Validation is hand-written rather than a pydantic model because every error must name its
 field path exactly (``graders.loops.threshold``) and all errors are reported at once, so a user
@@ -92,7 +92,7 @@ class GraderSpec:
 class GradersConfig:
     """Every grader known to a run, enabled or not, in reporting order (registry order for
     built-ins, then custom ids sorted). Disabled defaults stay listed so that the manifest, and a
-    replay from it, keep them disabled (seed 002 §3)."""
+    replay from it, keep them disabled (docs/graders.md, "Configuration")."""
 
     specs: tuple[GraderSpec, ...]
     # Derived once: every graded trial reads them.
@@ -234,8 +234,9 @@ def _run_path(value: Any, path: str, errors: _Errors) -> PurePosixPath | None:
 def _run_file(
     pure: PurePosixPath, raw: str, path: str, errors: _Errors, base: Path, root: Path
 ) -> tuple[str, str] | None:
-    """File checks (seed 002 §5): confined, a Bash shebang, ≤ 64 KiB of UTF-8, and the shell analysis
-    (no detected file writes or dynamic execution). Returns the digest and the frozen source."""
+    """File checks (docs/graders.md, "Custom graders run apart"): confined, a Bash shebang, ≤ 64 KiB
+    of UTF-8, and the shell analysis (no detected file writes or dynamic execution). Returns the
+    digest and the frozen source."""
     where = f"{path}.run"
     target = (base if raw.startswith("./") else root) / pure
     try:
@@ -425,7 +426,7 @@ def config_from_manifest(manifest: Mapping[str, Any]) -> GradersConfig:
     """Rebuild the configuration a persisted ``grader_manifest.json`` describes, for replay.
 
     Built-in entries go through the same validation as the eval file, so a manifest cannot smuggle
-    in an override. Custom entries carry no executable source in a manifest (seed 002 §5), only
+    in an override. Custom entries carry no executable source in a manifest (docs/graders.md), only
     their digest: they are registered, and report that their runtime is not part of this replay.
     """
     entries = manifest.get("graders")

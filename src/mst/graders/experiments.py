@@ -1,21 +1,27 @@
-"""Grader-backed experiment metrics (seed 002 §7): reference validation and analysis.
+"""Grader-backed experiment metrics (docs/graders.md, "Replay"): reference validation and analysis.
 
 Variants are the experiment's arms and the baseline variant is the control. Only valid numeric
 results count: a missing, unavailable or errored result is excluded (and counted as excluded),
-never treated as zero, because a zero would claim a measurement that was never made.
+never treated as zero, because a zero would claim a measurement that was never made. Trials of
+an incomplete case are left out too (and counted), as they are from pass rates.
+
+Every mean weighs each case once (the mean of its trials), and the difference is the mean of
+per-case differences over the cases both arms have, so the paired means and their difference
+never disagree in sign. The minimum sample counts cases, the unit of independence
+(docs/statistics.md).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from mst.graders.config import ID_PATTERN, GradersConfig
-from mst.statistics import clustered_mean, paired_difference
+from mst.statistics import MIN_CASES, NO_BOUNDS, Bounds, clustered_mean, decide, paired_difference
 
-DEFAULT_MIN_SAMPLES: Final = 20
+DEFAULT_MIN_SAMPLES: Final = MIN_CASES  # cases, not trials
 _VALID_STATUSES: Final = frozenset({"pass", "fail"})
 
 
@@ -82,13 +88,18 @@ def _interval(est: Mapping[str, Any] | None) -> list[float] | None:
 class _Arm:
     by_case: dict[str, list[float]]
     excluded: int = 0
+    incomplete: int = 0
 
 
-def _collect(observations: Sequence[Observation], metric: str, variants: Sequence[str]) -> dict[str, _Arm]:
+def _collect(observations: Sequence[Observation], metric: str, variants: Sequence[str],
+             incomplete: Collection[tuple[str, str]]) -> dict[str, _Arm]:
     arms = {v: _Arm({}) for v in variants}
     for obs in observations:
         arm = arms.get(obs.variant)
         if arm is None:
+            continue
+        if (obs.variant, obs.case) in incomplete:
+            arm.incomplete += 1
             continue
         value = next((valid_value(r) for r in obs.results if r.get("id") == metric), None)
         if value is None:
@@ -111,28 +122,24 @@ def _metric_info(observations: Sequence[Observation], metric: str) -> tuple[str,
     return "higher", ""
 
 
-def _decide(diff: Mapping[str, Any] | None, direction: str, enough: bool, alpha: float) -> str:
-    if not enough:
-        return "insufficient"
-    if diff is None or diff.get("p") is None or diff["p"] >= alpha or not diff["mean"]:
-        return "inconclusive"
-    favourable = diff["mean"] > 0 if direction == "higher" else diff["mean"] < 0
-    return "better" if favourable else "worse"
+@dataclass(frozen=True, slots=True)
+class _Options:
+    min_cases: int
+    confidence: float
+    bounds: Bounds
 
 
-def _arm_row(
-    variant: str, arms: Mapping[str, _Arm], baseline: str, direction: str, opts: tuple[int, float]
-) -> dict[str, Any]:
-    min_samples, confidence = opts
+def _arm_row(variant: str, arms: Mapping[str, _Arm], baseline: str, direction: str, opts: _Options) -> dict[str, Any]:
     arm, base = arms[variant], arms[baseline]
     n = sum(len(v) for v in arm.by_case.values())
-    mean = clustered_mean(arm.by_case, confidence) if n else None
+    mean = clustered_mean(arm.by_case, opts.confidence, opts.bounds) if n else None
     row: dict[str, Any] = {
         "variant": variant,
         "baseline": variant == baseline,
         "n": n,
         "cases": len(arm.by_case),
         "excluded": arm.excluded,
+        "excludedIncomplete": arm.incomplete,
         "mean": mean["mean"] if mean else None,
         "interval": _interval(mean),
         "difference": None,
@@ -140,17 +147,17 @@ def _arm_row(
     }
     if variant == baseline:
         return row
-    paired = sorted(set(arm.by_case) & set(base.by_case))
-    diff = paired_difference(arm.by_case, base.by_case, confidence) if paired else None
-    if diff is not None:
+    diff = paired_difference(arm.by_case, base.by_case, opts.confidence, opts.bounds)
+    if diff["cases"]:
         row["difference"] = {
             "value": diff["mean"],
             "interval": _interval(diff),
             "pValue": diff["p"],
             "pairedCases": diff["cases"],
+            "candidateMean": diff["a"],
+            "baselineMean": diff["b"],
         }
-    base_n = sum(len(v) for v in base.by_case.values())
-    row["decision"] = _decide(diff, direction, min(n, base_n) >= min_samples, 1.0 - confidence)
+    row["decision"], row["reason"] = decide(diff, direction, min_cases=opts.min_cases, alpha=1.0 - opts.confidence)
     return row
 
 
@@ -162,14 +169,20 @@ def analyze_experiment(
     metrics: Sequence[str],
     min_samples: int = DEFAULT_MIN_SAMPLES,
     confidence: float = 0.95,
+    incomplete: Collection[tuple[str, str]] = (),
+    bounds: Mapping[str, Bounds] | None = None,
 ) -> dict[str, Any]:
-    """Per metric and arm: valid observations, the mean with a case-clustered interval, and —
-    against the baseline — the case-paired difference with interval and p-value, and a decision.
+    """Per metric and arm: valid observations, the mean over cases (equal weight per case) with
+    its interval, and — against the baseline — the case-paired difference with interval and
+    p-value, the paired means it is the difference of, and a decision.
 
-    The decision is ``insufficient`` while either arm has fewer than ``min_samples`` valid
-    observations; otherwise ``better``/``worse`` when the paired difference is significant at
-    ``1 - confidence`` in the favourable/unfavourable direction of the metric, else
-    ``inconclusive``. Pure: the same observations always give the same analysis.
+    ``incomplete`` holds the (variant, case) pairs whose case is incomplete: left out and
+    counted (``excludedIncomplete``). ``bounds`` gives a metric's declared (min, max): intervals
+    stay inside them. The decision (:func:`mst.statistics.decide`) is ``insufficient`` with
+    fewer than ``min_samples`` paired *cases* or no spread in the differences; otherwise
+    ``better``/``worse`` when the paired difference is significant at ``1 - confidence`` in the
+    favourable/unfavourable direction of the metric, else ``inconclusive``. Pure: the same
+    observations always give the same analysis.
     """
     if baseline not in variants:
         raise ValueError(f"baseline variant {baseline!r} is not one of the variants")
@@ -177,7 +190,9 @@ def analyze_experiment(
     out: list[dict[str, Any]] = []
     for metric in metrics:
         direction, unit = _metric_info(obs, metric)
-        arms = _collect(obs, metric, variants)
-        rows = [_arm_row(v, arms, baseline, direction, (min_samples, confidence)) for v in variants]
+        arms = _collect(obs, metric, variants, incomplete)
+        opts = _Options(min_samples, confidence, (bounds or {}).get(metric, NO_BOUNDS))
+        rows = [_arm_row(v, arms, baseline, direction, opts) for v in variants]
         out.append({"id": metric, "ref": f"grader:{metric}", "unit": unit, "direction": direction, "arms": rows})
-    return {"baseline": baseline, "minSamples": min_samples, "confidence": confidence, "metrics": out}
+    return {"baseline": baseline, "minSamples": min_samples, "minSamplesCounts": "cases", "weighting": "case",
+            "confidence": confidence, "metrics": out}

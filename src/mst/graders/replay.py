@@ -1,4 +1,4 @@
-"""Local replay (seed 002 §6): the same ``run_graders`` the grading phase uses, fed from files.
+"""Local replay (docs/graders.md, "Replay"): the same ``run_graders`` the grading phase uses, fed from files.
 
 The CLI owns reading files; this module turns what it read into a configuration and a run, so
 the replay path and the grading phase differ only in where the session came from. A config

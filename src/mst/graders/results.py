@@ -1,4 +1,4 @@
-"""Running the enabled graders and the results schema, version 2 (seed 002 §5).
+"""Running the enabled graders and the results schema, version 2 (docs/graders.md, "Results").
 
 ``run_graders`` is the one implementation behind the grading phase and ``mst graders run``:
 lookups are built once (or passed in), each enabled grader runs against the same read-only
@@ -60,20 +60,10 @@ def build_manifest(config: GradersConfig) -> dict[str, Any]:
     """All known graders, disabled ones included, so disabling persists through replay.
 
     The manifest depends on the configuration alone, and a run grades every trial with one
-    configuration: it is built once per configuration object, not once per trial. Callers
-    must treat it as read-only.
+    configuration: a run builds it once (its grading context) and passes it to
+    :func:`run_graders`.
     """
-    cached = _MANIFESTS.get(id(config))
-    if cached is not None and cached[0] is config:
-        return cached[1]
-    manifest = {"schemaVersion": SCHEMA_VERSION, "graders": [manifest_entry(s) for s in config.specs]}
-    if len(_MANIFESTS) >= 16:
-        _MANIFESTS.clear()
-    _MANIFESTS[id(config)] = (config, manifest)  # holding the config keeps its id unique
-    return manifest
-
-
-_MANIFESTS: dict[int, tuple[GradersConfig, dict[str, Any]]] = {}
+    return {"schemaVersion": SCHEMA_VERSION, "graders": [manifest_entry(s) for s in config.specs]}
 
 
 def _threshold(spec: GraderSpec, value: float) -> str | None:
@@ -128,7 +118,7 @@ def make_result(spec: GraderSpec, measurement: Measurement | None, error: str | 
 
 def run_one(spec: GraderSpec, inp: GraderInput) -> dict[str, Any]:
     """Run a single built-in; any exception becomes an ``error`` result naming the exception.
-    Custom source is never executed here (seed 002 §5): see :func:`run_custom_graders`."""
+    Custom source is never executed here (docs/graders.md): see :func:`run_custom_graders`."""
     if spec.kind != "builtin":
         return make_result(spec, None, RUNTIME_UNAVAILABLE)
     try:
@@ -145,6 +135,7 @@ class GraderRun:
     manifest: dict[str, Any]
     results: list[dict[str, Any]]
     base_index: int
+    manifest_json: bytes = b""  # the manifest's encoding, when the caller made it once for a run
 
     def results_document(self) -> dict[str, Any]:
         """The ``grader_results.json`` content."""
@@ -173,7 +164,8 @@ class GraderRun:
         """:meth:`events` as JSONL, byte for byte what encoding each event gives; the manifest,
         the same for every trial of a run, is encoded once."""
         index = self.base_index
-        lines = [b'{"type":"grader.manifest","data":' + _encoded_manifest(self.manifest) + _PROVENANCE % index]
+        manifest = self.manifest_json or orjson.dumps(self.manifest)
+        lines = [b'{"type":"grader.manifest","data":' + manifest + _PROVENANCE % index]
         for i, result in enumerate(self.results, start=index + 1):
             lines.append(b'{"type":"grader.result","data":' + orjson.dumps(result) + _PROVENANCE % i)
         return b"".join(lines)
@@ -181,16 +173,6 @@ class GraderRun:
 
 _PROVENANCE: Final = (b',"provenance":{"component":"' + GRADING_COMPONENT.encode()
                       + b'","phase":"grading","index":%d}}\n')
-_ENCODED: dict[int, tuple[dict[str, Any], bytes]] = {}
-
-
-def _encoded_manifest(manifest: dict[str, Any]) -> bytes:
-    cached = _ENCODED.get(id(manifest))
-    if cached is None or cached[0] is not manifest:
-        if len(_ENCODED) >= 16:
-            _ENCODED.clear()
-        cached = _ENCODED[id(manifest)] = (manifest, orjson.dumps(manifest))  # holding it keeps its id unique
-    return cached[1]
 
 
 def run_graders(
@@ -199,17 +181,20 @@ def run_graders(
     *,
     expected: Any = None,
     lookups: SessionLookups | None = None,
+    manifest: dict[str, Any] | None = None,
 ) -> GraderRun:
     """Grade one (already redacted) session with every enabled grader, in registry order.
 
     The session is shared, never copied and never mutated; ``lookups`` may be passed when the
-    caller already built them for this exact session.
+    caller already built them for this exact session, and ``manifest`` when it built the
+    configuration's manifest once for many sessions.
     """
     shared = lookups if lookups is not None else create_session_lookups(session)
     combined = run_builtin_graders(session, config, shared, expected=expected)
     for grader_id, result in run_custom_graders(session, config, shared).items():
         combined.setdefault(grader_id, result)  # custom results never overwrite a built-in's
-    return GraderRun(build_manifest(config), [combined[s.id] for s in config.enabled], len(session))
+    document = manifest if manifest is not None else build_manifest(config)
+    return GraderRun(document, [combined[s.id] for s in config.enabled], len(session))
 
 
 def run_builtin_graders(

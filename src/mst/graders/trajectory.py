@@ -1,4 +1,4 @@
-"""Opt-in trajectory analyses (seed 002 §4): enabled only by configuration, bounded inputs.
+"""Opt-in trajectory analyses (docs/graders.md, "Defaults, opt-ins"): enabled only by configuration, bounded inputs.
 
 The trajectory is the main agent's correlated tool calls, in order (from the shared lookups).
 A *state* is a call: its tool name, or its tool name and arguments (``config.symbols`` chooses;
@@ -152,17 +152,39 @@ def _lz76(seq: Sequence[int]) -> int:
                 k = 1
 
 
+def _max_phrases(n: int, k: int) -> int:
+    """An upper bound of the LZ76 phrase count of any sequence of length ``n`` over ``k`` symbols.
+
+    Every phrase but the last is a word that did not occur before it, so those phrases are
+    distinct words whose lengths sum to at most ``n``. The most distinct words that fit are the
+    shortest ones: all ``k`` words of length 1, then the ``k²`` of length 2, and so on (greedy).
+    """
+    remaining, length, count = n, 1, 0
+    while remaining >= length:
+        fit = min(k**length, remaining // length)
+        count += fit
+        remaining -= fit * length
+        length += 1
+    return count + 1  # the last phrase may repeat an earlier word
+
+
 def lempel_ziv_complexity(inp: GraderInput) -> Measurement:
-    """Normalised LZ76 complexity c·log_k(n)/n (k = alphabet size, at least 2): about 1 for a
-    random sequence, near 0 for a repetitive one. Short sequences can exceed 1; the value is not
-    clamped, because clamping would hide that."""
+    """LZ76 complexity normalised to [0, 1]: the phrase count c divided by the most phrases any
+    trajectory of the same length over the same states can have (:func:`_max_phrases`).
+
+    One repeated state is 0 (nothing new ever happens); the more new sub-sequences a trajectory
+    keeps producing, the closer to 1. Unlike the asymptotic c·log_k(n)/n, which short trajectories
+    push above 1 and which gives 1 to a single repeated symbol of length 2, the bound holds for
+    every length, so values of short and long trajectories share one scale.
+    """
     seq = _symbols(inp, "tool")
     if isinstance(seq, Measurement):
         return seq
-    n = len(seq)
-    phrases = _lz76(seq)
-    base = max(len(set(seq)), 2)
-    return measured(phrases * math.log(n, base) / n, f"{phrases} LZ76 phrases over {n} states")
+    n, k = len(seq), len(set(seq))
+    if k < 2:
+        return measured(0.0, f"one distinct state over {n} steps: fully repetitive")
+    phrases, bound = _lz76(seq), _max_phrases(n, k)
+    return measured(phrases / bound, f"{phrases} LZ76 phrases over {n} states (at most {bound} possible)")
 
 
 def state_revisit_probability(inp: GraderInput) -> Measurement:
@@ -355,8 +377,8 @@ TRAJECTORY_GRADERS: tuple[BuiltinGrader, ...] = (
     ),
     BuiltinGrader(
         "lempel-ziv-trajectory-complexity", "Lempel-Ziv trajectory complexity",
-        "Normalised LZ76 complexity of the tool sequence",
-        "ratio", "lower", lempel_ziv_complexity, False, min=0.0, config=_SYMBOLS,
+        "LZ76 complexity of the tool sequence, normalised to [0, 1] by the most phrases possible",
+        "ratio", "lower", lempel_ziv_complexity, False, min=0.0, max=1.0, config=_SYMBOLS,
     ),
     BuiltinGrader(
         "state-revisit-probability", "State revisit probability",

@@ -1,4 +1,4 @@
-"""Grading: assertions, code judges and pairwise comparisons of trials (DESIGN.md, "Grading").
+"""Grading: assertions, judges, deterministic graders and pairwise comparisons (docs/grading.md).
 
 The public surface a collector, a regrade and a shard worker use. ``grading`` reads
 transcripts and writes verdicts; it knows nothing of collecting, clients or runners.
@@ -13,19 +13,12 @@ from mst.grading.assertions import (
     json_equal,
     select,
 )
+from mst.grading.context import CasePlan, GradingContext, judge_sets
 from mst.grading.grade import (
-    CaseComparison,
-    GradingSource,
-    JudgeOutcome,
-    LiveSource,
-    PairOutcome,
-    TrialGrading,
     case_view,
     combine_orders,
     compare_pairwise,
-    compare_pairwise_async,
     grade_trial,
-    grade_trial_async,
     grader_names,
 )
 from mst.grading.judges import (
@@ -37,44 +30,69 @@ from mst.grading.judges import (
     TranscriptUnavailable,
     TrialView,
     Verdict,
-    correlate_tool_calls,
     judge_identity,
     load_callable,
     resolve_judge,
     to_preference,
     to_verdict,
 )
+from mst.grading.sources import (
+    AssertionOutcome,
+    GradersOutcome,
+    GradingSource,
+    JudgeOutcome,
+    LiveSource,
+    PairOutcome,
+)
+from mst.runs.grading_records import (
+    CaseComparison,
+    GraderValue,
+    GradingError,
+    PairError,
+    PairRecord,
+    RecordError,
+    TrialGrading,
+    VerdictRecord,
+)
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "AssertionConfigError",
+    "AssertionOutcome",
     "CaseComparison",
+    "CasePlan",
     "CaseView",
+    "GraderValue",
+    "GradersOutcome",
+    "GradingContext",
+    "GradingError",
     "GradingSource",
     "JudgeLoadError",
     "JudgeOutcome",
     "JudgeReturnError",
     "LiveSource",
+    "PairError",
     "PairOutcome",
+    "PairRecord",
     "Preference",
+    "RecordError",
     "TranscriptUnavailable",
     "TrialGrading",
     "TrialView",
     "Verdict",
+    "VerdictRecord",
     "assertion_identity",
     "assertion_name",
     "case_view",
     "combine_orders",
     "compare_pairwise",
-    "compare_pairwise_async",
     "compile_path",
-    "correlate_tool_calls",
     "evaluate",
     "grade_trial",
-    "grade_trial_async",
     "grader_names",
     "json_equal",
     "judge_identity",
+    "judge_sets",
     "load_callable",
     "resolve_judge",
     "select",

@@ -48,6 +48,8 @@ def assertion_name(assertion: Assertion) -> str:
 def assertion_identity(assertion: Assertion) -> str:
     """Digest of the assertion's configuration, so resume treats assertions like judges."""
     data = assertion.model_dump(mode="json")
+    if data.get("includeRejected") is False:
+        del data["includeRejected"]  # the default: identities of assertions written before the option stay
     payload = orjson.dumps({"schema": "mst.assertion/v1", "assertion": data}, option=orjson.OPT_SORT_KEYS)
     return "sha256:" + hashlib.sha256(payload).hexdigest()
 
@@ -303,12 +305,20 @@ def _json_path(a: Any, trial: TrialView) -> AssertionResult:
 
 
 def _names_match(call: dict[str, Any], tool: str) -> bool:
-    """A tool is named by its tool name, or qualified by its MCP server as ``server/tool``."""
+    """A tool is named by its tool name, or qualified by its MCP server as ``server/tool`` (or
+    ``server__tool``, the session lookups' spelling)."""
     name = call.get("name")
-    if name == tool:
+    if name == tool or call.get("qualified") == tool:
         return True
     server = call.get("server")
     return server is not None and f"{server}/{name}" == tool
+
+
+def _counted(a: ToolCalled | ToolCallCount, trial: TrialView) -> list[dict[str, Any]]:
+    """The calls a tool assertion counts: only those that reached a server, unless the
+    assertion says ``includeRejected: true`` (a call mst refused never ran)."""
+    calls = trial.tool_calls
+    return calls if a.includeRejected else [c for c in calls if not c.get("rejected")]
 
 
 def subset_match(want: Any, got: Any) -> bool:
@@ -321,7 +331,7 @@ def subset_match(want: Any, got: Any) -> bool:
 
 def _tool_called(a: Any, trial: TrialView) -> AssertionResult:
     assert isinstance(a, ToolCalled)
-    calls = [c for c in trial.tool_calls if _names_match(c, a.tool)]
+    calls = [c for c in _counted(a, trial) if _names_match(c, a.tool)]
     matching = [c for c in calls if subset_match(a.args, c.get("input"))] if a.args is not None else calls
     what = f"{a.tool!r}" + ("" if a.args is None else f" with {_short(_dump(a.args))}")
     count = len(matching)
@@ -338,7 +348,7 @@ def _tool_called(a: Any, trial: TrialView) -> AssertionResult:
 
 def _tool_calls(a: Any, trial: TrialView) -> AssertionResult:
     assert isinstance(a, ToolCallCount)
-    calls = trial.tool_calls
+    calls = _counted(a, trial)
     count = len(calls) if a.tool is None else sum(1 for c in calls if _names_match(c, a.tool))
     what = "tool calls" if a.tool is None else f"calls of {a.tool!r}"
     if a.min is not None and count < a.min:

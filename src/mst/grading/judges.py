@@ -1,6 +1,6 @@
 """Code judges: resolving them to an identity, loading them, and the views they are given.
 
-A judge is resolved once, on the coordinator (DESIGN.md, "the coordinator resolves"). Its
+A judge is resolved once, on the coordinator (docs/shards.md, "The coordinator resolves"). Its
 *identity* digests everything that decides its verdicts — the resolved definition and the
 version of the code — so ``mst grade --resume`` can keep a verdict exactly when the judge that
 gave it is unchanged. For an entry-point plugin the version is its distribution's version (what
@@ -31,11 +31,13 @@ import orjson
 
 from mst import endings
 from mst.config.models import JudgeConfig, PairwiseConfig
+from mst.config.plugins import JUDGES, dist_version, entry_points
 from mst.config.resolved import ResolvedCase, ResolvedJudge
-from mst.session.events import ASSISTANT_MESSAGE, PHASE_AGENT, TOOL_COMPLETE, TOOL_START, Event
+from mst.session.events import ASSISTANT_MESSAGE, Event
 from mst.session.io import TranscriptError, load_transcript
+from mst.session.lookups import SOURCE_NATIVE, SessionLookups, ToolCall, create_session_lookups, is_main_agent
 
-ENTRY_POINT_GROUP: Final = "mst.judges"
+ENTRY_POINT_GROUP: Final = JUDGES.name
 IDENTITY_VERSION: Final = "mst.judge/v1"
 # A pairwise judge has no threshold; a fixed value keeps ResolvedJudge uniform and its identity stable.
 PAIRWISE_THRESHOLD: Final = 0.5
@@ -196,6 +198,7 @@ class TrialView:
 
     __slots__ = (
         "_events",
+        "_lookups",
         "_path",
         "_raw",
         "_text",
@@ -240,6 +243,7 @@ class TrialView:
         self.metadata: Mapping[str, Any] = metadata if metadata is not None else {}
         self.prompt = prompt
         self._tool_calls: list[dict[str, Any]] | None = None
+        self._lookups: SessionLookups | None = None
         self._text: str | None = None
         if transcript is None or isinstance(transcript, Path | str):  # a file, read when first needed
             self._path: Path | str | None = transcript
@@ -297,15 +301,23 @@ class TrialView:
         return self._raw
 
     @property
-    def tool_calls(self) -> list[dict[str, Any]]:
-        """The agent's tool calls, starts correlated with completions by ``toolCallId``.
+    def lookups(self) -> SessionLookups:
+        """The session lookups (:mod:`mst.session.lookups`), built once: the one definition of a
+        tool call that assertions, judges and the deterministic graders share."""
+        if self._lookups is None:
+            self._lookups = create_session_lookups(self.events)
+        return self._lookups
 
-        Each is ``{id, name, server, input, success, output | error, durationMs}``. A call that
-        never completed counts as failed (seed 002: unfinished calls are failures). Events of
-        other provenance phases (judges, detection) are not the agent's and are left out.
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """The agent's tool calls, from the session lookups (:func:`tool_call_records`).
+
+        A call that never completed counts as failed. Events of other provenance phases (judges,
+        detection) are not the agent's and are left out; a call mst rejected before any server
+        saw it is listed with ``rejected: true``.
         """
         if self._tool_calls is None:
-            self._tool_calls = correlate_tool_calls(self.events)
+            self._tool_calls = tool_call_records(self.events, self.lookups)
         return self._tool_calls
 
     @property
@@ -314,19 +326,13 @@ class TrialView:
         if self._text is None:
             parts: list[str] = []
             for event in self.events:
-                if event.get("type") == ASSISTANT_MESSAGE and _is_agent(event):
+                if event.get("type") == ASSISTANT_MESSAGE and is_main_agent(event):
                     parts.append(_content_text(event["data"].get("content")))
             self._text = "\n".join(parts)
         return self._text
 
     def __repr__(self) -> str:
         return f"TrialView({self.variant}/{self.case_id}/{self.trial})"
-
-
-def _is_agent(event: Event) -> bool:
-    provenance = event.get("provenance")
-    phase = provenance.get("phase", PHASE_AGENT) if isinstance(provenance, dict) else PHASE_AGENT
-    return bool(phase == PHASE_AGENT)
 
 
 def _content_text(content: Any) -> str:
@@ -342,43 +348,36 @@ def _content_text(content: Any) -> str:
     return str(content)
 
 
-def correlate_tool_calls(events: Sequence[Event]) -> list[dict[str, Any]]:
-    """Pair ``tool.execution_start`` with ``tool.execution_complete`` events; one pass, in start order."""
-    calls: list[dict[str, Any]] = []
-    by_id: dict[Any, dict[str, Any]] = {}
-    for event in events:
-        type_ = event.get("type")
-        if type_ != TOOL_START and type_ != TOOL_COMPLETE:
-            continue
-        if not _is_agent(event):
-            continue
-        data = event["data"]
-        call_id = data.get("toolCallId")
-        if type_ == TOOL_START:
-            call = {
-                "id": call_id, "name": data.get("toolName"), "server": data.get("mcpServerName"),
-                "input": data.get("input"), "success": False, "error": "unfinished", "durationMs": None,
-            }
-            calls.append(call)
-            if call_id is not None:
-                by_id[call_id] = call
-            continue
-        found = by_id.pop(call_id, None) if call_id is not None else None
-        if found is None:
-            # A completion whose start was not recorded is still evidence the tool ran.
-            found = {"id": call_id, "name": data.get("toolName"), "server": data.get("mcpServerName"),
-                     "input": None, "durationMs": None}
-            calls.append(found)
-        success = data.get("success") is True
-        found["success"] = success
-        found.pop("error", None)
-        found.pop("output", None)
-        if success:
-            found["output"] = data.get("output")
-        else:
-            found["error"] = data.get("error")
-        found["durationMs"] = data.get("durationMs")
-    return calls
+def tool_call_records(session: Sequence[Event], lookups: SessionLookups) -> list[dict[str, Any]]:
+    """The session lookups' tool calls as the plain records judges and assertions read.
+
+    Each is ``{id, name, server, qualified, input, success, output | error, durationMs,
+    rejected}``: ``name`` as the client wrote it, ``qualified`` the lookups' one spelling
+    (``server__tool``), ``output`` or ``error`` from the completion event. A call that never
+    completed counts as failed; ``rejected`` is true for a call mst refused before any server saw
+    it (its events' data say ``"rejected": true``).
+    """
+    return [_tool_call_record(session, call) for call in lookups.tool_calls]
+
+
+def _tool_call_record(session: Sequence[Event], call: ToolCall) -> dict[str, Any]:
+    first = session[call.start] if call.start is not None else session[call.position]
+    written = first.get("data", {}).get("toolName") if call.source == SOURCE_NATIVE else None
+    server = call.server
+    name = written if isinstance(written, str) and written else (
+        call.name[len(server) + 2:] if server and call.name.startswith(f"{server}__") else call.name)
+    record: dict[str, Any] = {"id": call.call_id, "name": name, "server": server, "qualified": call.name,
+                              "input": call.arguments, "success": call.success}
+    done = session[call.end].get("data", {}) if call.end is not None and call.source == SOURCE_NATIVE else {}
+    if not call.finished:
+        record["error"] = "unfinished"
+    elif call.success:
+        record["output"] = done.get("output")
+    else:
+        record["error"] = done.get("error")
+    record["durationMs"] = call.duration_ms
+    record["rejected"] = call.rejected
+    return record
 
 
 # ---------------------------------------------------------------------------------------------
@@ -469,21 +468,14 @@ def _module_digest(judge_id: str, target: str, module: Any) -> str:
 
 
 def _entry_point(judge_id: str, name: str) -> importlib.metadata.EntryPoint:
-    matches = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+    matches = entry_points(JUDGES, name)
     if not matches:
         why = f"no entry point {name!r} in group {ENTRY_POINT_GROUP} is installed"
         raise JudgeLoadError(judge_id, name, why)
     if len(matches) > 1:
-        dists = sorted({_dist_version(ep) for ep in matches})
+        dists = sorted({dist_version(ep) for ep in matches})
         raise JudgeLoadError(judge_id, name, f"entry point {name!r} is provided by several packages: {dists}")
     return matches[0]
-
-
-def _dist_version(ep: importlib.metadata.EntryPoint) -> str:
-    dist = ep.dist
-    if dist is None:
-        return "unknown"
-    return f"{dist.metadata['Name']}=={dist.version}"
 
 
 def _import_plugin(judge_id: str, name: str) -> tuple[Callable[..., Any], str]:
@@ -495,7 +487,7 @@ def _import_plugin(judge_id: str, name: str) -> tuple[Callable[..., Any], str]:
         raise JudgeLoadError(judge_id, name, why) from exc
     if not callable(fn):
         raise JudgeLoadError(judge_id, name, f"entry point {ep.value!r} is not callable")
-    return fn, _dist_version(ep)
+    return fn, dist_version(ep)
 
 
 def resolve_judge(cfg: JudgeConfig | PairwiseConfig, base_dir: Path) -> ResolvedJudge:

@@ -1,4 +1,4 @@
-"""The status table every SDK-backed provider adapter applies (seed 001: decided at the point of failure).
+"""The status table every SDK-backed provider adapter applies (docs/endings.md: decided at the point of failure).
 
 Each adapter catches its SDK's typed exceptions and hands the HTTP status here; only the adapter
 knows how its provider words a context-length error, so that check stays in the adapter and
@@ -17,16 +17,14 @@ import orjson
 
 from mst.endings import EndingException, Infrastructure
 from mst.providers.base import ContextOverflow, ModelOutputError
+from mst.session.redact import Redactor
 
 _MESSAGE_CHARS = 400
 
 
 def clean(text: str, secrets: Iterable[str]) -> str:
     """Shorten a provider's message and remove every secret from it (it may echo a header)."""
-    for value in secrets:
-        if value:
-            text = text.replace(value, "[REDACTED]")
-    text = " ".join(text.split())
+    text = " ".join(Redactor(secrets).text(text).split())
     return text if len(text) <= _MESSAGE_CHARS else text[:_MESSAGE_CHARS] + "…"
 
 

@@ -14,16 +14,15 @@ context-length wording (``prompt is too long``) in a 400's message, and the type
 the middle of a stream (``overloaded_error``, ...) ends the attempt as its HTTP status would; a
 connection that drops mid-stream is a ``network`` ending. Streams are requested through the SDK
 (auth, retries, status errors) and decoded here with ``orjson`` (see
-:meth:`AnthropicSession._streamed`). The SDK is imported at the first request (importing it
+:class:`_MessageStream`). The SDK is imported at the first request (importing it
 costs about two seconds of CPU).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import orjson
@@ -31,7 +30,7 @@ import orjson
 from mst.endings import EndingException, Infrastructure
 from mst.providers import _errors
 from mst.providers._sdk import SdkProvider, SdkSession
-from mst.providers._sse import sse_events
+from mst.providers._sse import json_event, read_stream, unreadable
 from mst.providers.base import (
     AssistantMessage,
     AttemptContext,
@@ -158,85 +157,17 @@ class AnthropicSession(SdkSession[AnthropicProvider]):
 
         The SDK's ``messages.stream`` builds a pydantic event per SSE event and re-validates the
         message snapshot as it grows, so the SDK returns the raw ``httpx2`` response instead (its
-        retries and status errors have run by then) and each event is read with ``orjson``. Only
-        ``text`` and ``tool_use`` blocks are kept, as in a JSON response (thinking is not).
+        retries and status errors have run by then) and each event is read with ``orjson`` by
+        :class:`_MessageStream`. Only ``text`` and ``tool_use`` blocks are kept, as in a JSON
+        response (thinking is not).
         """
         import httpx2
 
         response = await client.post("/v1/messages", cast_to=httpx2.Response, stream=True,
                                       body={**params, "stream": True})
-        texts: dict[int, list[str]] = {}  # block index -> text deltas
-        tools: dict[int, tuple[str, str, list[str], Any]] = {}  # index -> (id, name, json deltas, start input)
-        usage: dict[str, Any] = {}
-        stop: str | None = None
-        started = stopped = False
-        try:
-            async with contextlib.aclosing(response.aiter_bytes()) as chunks, \
-                    contextlib.aclosing(sse_events(chunks)) as events:
-                async for event, data in events:
-                    if stopped or event == "ping":
-                        continue
-                    try:
-                        ev = orjson.loads(data)
-                    except orjson.JSONDecodeError:
-                        raise _unreadable(f"an event is not JSON: {data[:200]!r}") from None
-                    if not isinstance(ev, dict):
-                        raise _unreadable(f"an event is not a JSON object: {data[:200]!r}")
-                    kind = ev.get("type") or event
-                    if kind == "content_block_delta":
-                        delta = ev.get("delta") or {}
-                        index = ev.get("index", 0)
-                        if delta.get("type") == "text_delta" and index in texts:
-                            texts[index].append(delta.get("text") or "")
-                        elif delta.get("type") == "input_json_delta" and index in tools:
-                            tools[index][2].append(delta.get("partial_json") or "")
-                    elif kind == "content_block_start":
-                        block = ev.get("content_block") or {}
-                        index = ev.get("index", 0)
-                        if block.get("type") == "text":
-                            texts[index] = [block.get("text") or ""]
-                        elif block.get("type") == "tool_use":
-                            tools[index] = (block.get("id") or "", block.get("name") or "", [], block.get("input"))
-                    elif kind == "message_start":
-                        started = True
-                        message = ev.get("message") or {}
-                        usage.update((k, v) for k, v in (message.get("usage") or {}).items() if v is not None)
-                        stop = message.get("stop_reason") or stop
-                    elif kind == "message_delta":
-                        stop = (ev.get("delta") or {}).get("stop_reason") or stop
-                        usage.update((k, v) for k, v in (ev.get("usage") or {}).items() if v is not None)
-                    elif kind == "message_stop":
-                        stopped = True
-                    elif kind == "error":
-                        self._stream_error(ev.get("error"), hide)
-        except (AttributeError, TypeError) as exc:  # an event of the wrong shape (a list for an object, ...)
-            raise _unreadable(f"an event has an unexpected shape: {exc}") from None
-        except httpx2.TimeoutException:
-            seconds = self._provider.settings.timeoutSeconds
-            raise _errors.network(PROVIDER, "read timeout", f"the stream stalled for {seconds:g} s") from None
-        except (httpx2.TransportError, httpx2.StreamError) as exc:
-            # A drop mid-stream: the SDK's retries only cover the request.
-            raise _errors.network(PROVIDER, "the stream broke", f"{type(exc).__name__}: {exc}") from None
-        finally:
-            await response.aclose()
-        if not stopped:
-            raise _errors.network(PROVIDER, "the stream broke", "the response ended before message_stop")
-        if not started:
-            raise _unreadable("the stream has no message_start event")
-        if stop == "model_context_window_exceeded":
-            raise ContextOverflow(f"{PROVIDER}: stop reason model_context_window_exceeded")
-        calls = []
-        for index in sorted(tools):
-            call_id, name, parts, start = tools[index]
-            if parts:
-                arguments = _errors.tool_arguments(name, "".join(parts))
-            else:
-                arguments = start if isinstance(start, dict) else {}
-            calls.append(ToolCall(call_id, name, arguments))
-        text = "".join("".join(texts[index]) for index in sorted(texts))
-        input_tokens = sum(_int(usage.get(k)) for k in (
-            "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
-        return ModelResponse(text, tuple(calls), Usage(input_tokens, _int(usage.get("output_tokens"))), stop)
+        stream = _MessageStream(self, hide)
+        await read_stream(response, stream, PROVIDER, self._provider.settings.timeoutSeconds)
+        return stream.response()
 
     def _stream_error(self, error: Any, hide: Sequence[str]) -> NoReturn:
         """An ``error`` event in the middle of the stream: the same endings as the HTTP status it stands for."""
@@ -249,13 +180,95 @@ class AnthropicSession(SdkSession[AnthropicProvider]):
                                        context_overflow=overflow)
 
 
+class _MessageStream:
+    """One streamed message, built event by event: one small handler per event type.
+
+    ``ping`` and event types without a handler are skipped; ``message_stop`` ends the message
+    (what follows is read, not fed). Block indexes key the text and tool-use blocks, so deltas of
+    interleaved blocks land in their own block.
+    """
+
+    def __init__(self, session: AnthropicSession, hide: Sequence[str]) -> None:
+        self._session, self._hide = session, hide
+        self.texts: dict[int, list[str]] = {}  # block index -> text deltas
+        self.tools: dict[int, tuple[str, str, list[str], Any]] = {}  # index -> (id, name, json deltas, start input)
+        self.usage: dict[str, Any] = {}
+        self.stop: str | None = None
+        self.started = self.done = False
+        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            "content_block_delta": self._block_delta,
+            "content_block_start": self._block_start,
+            "message_start": self._message_start,
+            "message_delta": self._message_delta,
+            "message_stop": self._message_stop,
+            "error": self._error,
+        }
+
+    def feed(self, event: str, data: bytes) -> None:
+        if event == "ping":
+            return
+        ev = json_event(PROVIDER, data)
+        handler = self._handlers.get(ev.get("type") or event)
+        if handler is not None:
+            handler(ev)
+
+    def _block_delta(self, ev: dict[str, Any]) -> None:
+        delta = ev.get("delta") or {}
+        index = ev.get("index", 0)
+        if delta.get("type") == "text_delta" and index in self.texts:
+            self.texts[index].append(delta.get("text") or "")
+        elif delta.get("type") == "input_json_delta" and index in self.tools:
+            self.tools[index][2].append(delta.get("partial_json") or "")
+
+    def _block_start(self, ev: dict[str, Any]) -> None:
+        block = ev.get("content_block") or {}
+        index = ev.get("index", 0)
+        if block.get("type") == "text":
+            self.texts[index] = [block.get("text") or ""]
+        elif block.get("type") == "tool_use":
+            self.tools[index] = (block.get("id") or "", block.get("name") or "", [], block.get("input"))
+
+    def _message_start(self, ev: dict[str, Any]) -> None:
+        self.started = True
+        message = ev.get("message") or {}
+        self.usage.update((k, v) for k, v in (message.get("usage") or {}).items() if v is not None)
+        self.stop = message.get("stop_reason") or self.stop
+
+    def _message_delta(self, ev: dict[str, Any]) -> None:
+        self.stop = (ev.get("delta") or {}).get("stop_reason") or self.stop
+        self.usage.update((k, v) for k, v in (ev.get("usage") or {}).items() if v is not None)
+
+    def _message_stop(self, ev: dict[str, Any]) -> None:
+        self.done = True
+
+    def _error(self, ev: dict[str, Any]) -> None:
+        self._session._stream_error(ev.get("error"), self._hide)
+
+    def response(self) -> ModelResponse:
+        """The message the events described, once the body has ended."""
+        if not self.done:
+            raise _errors.network(PROVIDER, "the stream broke", "the response ended before message_stop")
+        if not self.started:
+            raise unreadable(PROVIDER, "the stream has no message_start event")
+        if self.stop == "model_context_window_exceeded":
+            raise ContextOverflow(f"{PROVIDER}: stop reason model_context_window_exceeded")
+        calls = []
+        for index in sorted(self.tools):
+            call_id, name, parts, start = self.tools[index]
+            if parts:
+                arguments = _errors.tool_arguments(name, "".join(parts))
+            else:
+                arguments = start if isinstance(start, dict) else {}
+            calls.append(ToolCall(call_id, name, arguments))
+        text = "".join("".join(self.texts[index]) for index in sorted(self.texts))
+        usage = self.usage
+        input_tokens = sum(_int(usage.get(k)) for k in (
+            "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+        return ModelResponse(text, tuple(calls), Usage(input_tokens, _int(usage.get("output_tokens"))), self.stop)
+
+
 def _int(value: Any) -> int:
     return value if isinstance(value, int) else 0
-
-
-def _unreadable(detail: str) -> EndingException:
-    return EndingException(Infrastructure("provider-api", f"{PROVIDER}: the response could not be read: {detail}",
-                                          True))
 
 
 async def _json_message(client: AsyncAnthropic, params: dict[str, Any]) -> Any:

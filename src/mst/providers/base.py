@@ -4,7 +4,7 @@ The agent loop (``mst.clients.agent``) only ever sees these types: a conversatio
 :data:`Message` values, the :class:`ToolSpec` list of the attempt's MCP tools, and a
 :class:`ModelResponse` with text and/or :class:`ToolCall` values and its token usage. A provider
 adapter (the offline ``mock`` today; OpenAI- and Anthropic-compatible adapters later) translates
-to and from its SDK and decides its own failures *at the point of failure* (seed 001):
+to and from its SDK and decides its own failures *at the point of failure* (docs/endings.md):
 
 - a 429, a 5xx or an overloaded API → ``EndingException(Infrastructure("provider-api", ..., True))``
 - a dropped connection → ``EndingException(Infrastructure("network", ..., True))``

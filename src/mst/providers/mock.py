@@ -1,7 +1,7 @@
 """The offline ``mock`` model: deterministic, scriptable, and able to produce every ending.
 
 It exists so an eval, the harness and its tests run without a network or a key, and so every
-ending in seed 001's closed set can be produced end to end on purpose. Everything it does is a
+ending in the closed set (docs/endings.md) can be produced end to end on purpose. Everything it does is a
 function of (case, variant, trial, eval seed, mock seed, try number) and the conversation, drawn
 through blake2b — never ``hash()`` (salted per process) or a global random generator — so the
 same eval gives the same transcripts on any machine, in any process, in any order.

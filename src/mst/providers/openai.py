@@ -22,10 +22,9 @@ for it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import orjson
@@ -33,7 +32,7 @@ import orjson
 from mst.endings import EndingException, Infrastructure
 from mst.providers import _errors
 from mst.providers._sdk import SdkProvider, SdkSession
-from mst.providers._sse import sse_events
+from mst.providers._sse import json_event, read_stream
 from mst.providers.base import (
     AssistantMessage,
     AttemptContext,
@@ -170,79 +169,17 @@ class OpenAISession(SdkSession[OpenAIProvider]):
 
         The SDK's own stream builds a pydantic ``ChatCompletionChunk`` per event (several ms a turn
         at a token or two per event), so the SDK returns the raw ``httpx2`` response instead (its
-        retries and status errors have run by then) and each ``data:`` line is read with ``orjson``.
+        retries and status errors have run by then) and each ``data:`` line is read with ``orjson``
+        by :class:`_CompletionStream`.
         """
         import httpx2
 
         response = await client.post(
             "/chat/completions", cast_to=httpx2.Response, stream=True,
             body={**params, "stream": True, "stream_options": {"include_usage": True}})
-        text: list[str] = []
-        calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
-        usage = Usage()
-        finish: str | None = None
-        done = False
-        try:
-            async with contextlib.aclosing(response.aiter_bytes()) as chunks, \
-                    contextlib.aclosing(sse_events(chunks)) as events:
-                async for _event, data in events:
-                    if done:
-                        continue  # read to the end of the body, so the connection can be reused
-                    if data.startswith(b"[DONE]"):
-                        done = True
-                        continue
-                    try:
-                        chunk = orjson.loads(data)
-                    except orjson.JSONDecodeError:
-                        raise _unreadable(f"an event is not JSON: {data[:200]!r}") from None
-                    if not isinstance(chunk, dict):
-                        raise _unreadable(f"an event is not a JSON object: {data[:200]!r}")
-                    error = chunk.get("error")
-                    if error:
-                        self._stream_error(error, hide)
-                    u = chunk.get("usage")
-                    if u:
-                        usage = Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
-                    for choice in chunk.get("choices") or ():
-                        if choice.get("index", 0) != 0:
-                            continue
-                        delta = choice.get("delta") or {}
-                        content = delta.get("content")
-                        if content:
-                            text.append(content)
-                        for tc in delta.get("tool_calls") or ():
-                            index = tc.get("index")
-                            if not isinstance(index, int):  # some compatible servers leave it out
-                                last = max(calls, default=-1)
-                                index = last + 1 if tc.get("id") or last < 0 else last
-                            slot = calls.get(index)
-                            if slot is None:
-                                slot = calls[index] = ["", "", ""]
-                            if tc.get("id"):
-                                slot[0] = tc["id"]
-                            function = tc.get("function")
-                            if function:
-                                slot[1] += function.get("name") or ""
-                                slot[2] += function.get("arguments") or ""
-                        if choice.get("finish_reason"):
-                            finish = choice["finish_reason"]
-        except (AttributeError, TypeError) as exc:  # an event of the wrong shape (a list for an object, ...)
-            raise _unreadable(f"an event has an unexpected shape: {exc}") from None
-        except httpx2.TimeoutException:
-            seconds = self._provider.settings.timeoutSeconds
-            raise _errors.network(PROVIDER, "read timeout", f"the stream stalled for {seconds:g} s") from None
-        except (httpx2.TransportError, httpx2.StreamError) as exc:
-            # A drop mid-stream: the SDK's retries only cover the request.
-            raise _errors.network(PROVIDER, "the stream broke", f"{type(exc).__name__}: {exc}") from None
-        finally:
-            await response.aclose()
-        if not done and finish is None:
-            raise _errors.network(PROVIDER, "the stream broke", "the response ended before its last event")
-        tool_calls = tuple(
-            ToolCall(slot[0] or f"call_{index}", slot[1], _errors.tool_arguments(slot[1], slot[2]))
-            for index, slot in sorted(calls.items())
-        )
-        return ModelResponse("".join(text), tool_calls, usage, finish)
+        stream = _CompletionStream(self, hide)
+        await read_stream(response, stream, PROVIDER, self._provider.settings.timeoutSeconds)
+        return stream.response()
 
     def _stream_error(self, error: Any, hide: Sequence[str]) -> NoReturn:
         """An error event in the middle of the stream: the same endings as the HTTP status it stands for."""
@@ -256,9 +193,81 @@ class OpenAISession(SdkSession[OpenAIProvider]):
         _errors.raise_for_stream_error(PROVIDER, self._provider.model, status, message, context_overflow=overflow)
 
 
-def _unreadable(detail: str) -> EndingException:
-    return EndingException(Infrastructure("provider-api", f"{PROVIDER}: the response could not be read: {detail}",
-                                          True))
+class _CompletionStream:
+    """One streamed chat completion, built chunk by chunk.
+
+    Chunks carry no event type; what a chunk says is in its fields, so each field has its small
+    handler, applied in this order: ``error`` (the stream failed), ``usage`` (the last chunk, with
+    ``include_usage``), ``choices`` (deltas of the first choice: content, tool calls, finish
+    reason). ``data: [DONE]`` ends the completion; what follows is read, not fed.
+    """
+
+    def __init__(self, session: OpenAISession, hide: Sequence[str]) -> None:
+        self._session, self._hide = session, hide
+        self.text: list[str] = []
+        self.calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
+        self.usage = Usage()
+        self.finish: str | None = None
+        self.done = False
+        self._handlers: dict[str, Callable[[Any], None]] = {
+            "error": self._error,
+            "usage": self._usage,
+            "choices": self._choices,
+        }
+
+    def feed(self, event: str, data: bytes) -> None:
+        if data.startswith(b"[DONE]"):
+            self.done = True
+            return
+        chunk = json_event(PROVIDER, data)
+        for field, handler in self._handlers.items():
+            value = chunk.get(field)
+            if value:
+                handler(value)
+
+    def _error(self, error: Any) -> None:
+        self._session._stream_error(error, self._hide)
+
+    def _usage(self, u: Any) -> None:
+        self.usage = Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
+
+    def _choices(self, choices: Any) -> None:
+        for choice in choices:
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            content = delta.get("content")
+            if content:
+                self.text.append(content)
+            for tc in delta.get("tool_calls") or ():
+                self._tool_call_delta(tc)
+            if choice.get("finish_reason"):
+                self.finish = choice["finish_reason"]
+
+    def _tool_call_delta(self, tc: Any) -> None:
+        index = tc.get("index")
+        if not isinstance(index, int):  # some compatible servers leave it out
+            last = max(self.calls, default=-1)
+            index = last + 1 if tc.get("id") or last < 0 else last
+        slot = self.calls.get(index)
+        if slot is None:
+            slot = self.calls[index] = ["", "", ""]
+        if tc.get("id"):
+            slot[0] = tc["id"]
+        function = tc.get("function")
+        if function:
+            slot[1] += function.get("name") or ""
+            slot[2] += function.get("arguments") or ""
+
+    def response(self) -> ModelResponse:
+        """The completion the chunks described, once the body has ended."""
+        if not self.done and self.finish is None:
+            raise _errors.network(PROVIDER, "the stream broke", "the response ended before its last event")
+        tool_calls = tuple(
+            ToolCall(slot[0] or f"call_{index}", slot[1], _errors.tool_arguments(slot[1], slot[2]))
+            for index, slot in sorted(self.calls.items())
+        )
+        return ModelResponse("".join(self.text), tool_calls, self.usage, self.finish)
 
 
 async def _json_completion(client: AsyncOpenAI, params: dict[str, Any]) -> Any:

@@ -1,1 +1,24 @@
-"""mst.report."""
+"""Reporting a run: the terminal summary (and its progress bars), drawn from ``summary.json``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mst._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from mst.report.terminal import RichProgress, print_summary, variant_table
+
+_EXPORTS = {
+    "RichProgress": "mst.report.terminal",
+    "print_summary": "mst.report.terminal",
+    "variant_table": "mst.report.terminal",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+__all__ = [
+    "RichProgress",
+    "print_summary",
+    "variant_table",
+]

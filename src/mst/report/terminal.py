@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
@@ -49,7 +50,7 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
-def _interval(rate: dict[str, Any] | None) -> str:
+def _interval(rate: Mapping[str, Any] | None) -> str:
     if not rate or rate.get("estimate") is None:
         return "—"
     low, high = rate.get("low"), rate.get("high")
@@ -58,15 +59,20 @@ def _interval(rate: dict[str, Any] | None) -> str:
     return f"{_pct(rate['estimate'])} [{_pct(low)}, {_pct(high)}]"
 
 
-def print_summary(run: Run, summary: dict[str, Any], *, as_json: bool = False) -> None:
+def print_summary(run: Run, summary: Mapping[str, Any], *, as_json: bool = False) -> None:
     if as_json:  # the file, with its per-case rows (the summary in memory has none)
         sys.stdout.flush()
         with open(run.paths.summary, "rb") as fh:
             shutil.copyfileobj(fh, sys.stdout.buffer)
         sys.stdout.flush()
         return
+    from mst.report.comparison import comparison_table
+
     console = Console()
     console.print(variant_table(summary))
+    paired = comparison_table(summary)
+    if paired is not None:
+        console.print(paired)
     for variant in summary["variants"]:
         for item in variant.get("needsFix", [])[:10]:
             console.print(f"[red]needs a fix[/red] {variant['id']}/{item['case']}/{item['trial']}: "
@@ -79,15 +85,28 @@ def print_summary(run: Run, summary: dict[str, Any], *, as_json: bool = False) -
                       f"`mst run --resume {run.paths.root}` collects what a retry can help")
 
 
-def variant_table(summary: dict[str, Any]) -> Table:
-    table = Table(title=f"{summary.get('eval', '')}: pass rates (95% interval clustered by case)")
+def _pairwise(pw: Mapping[str, Any]) -> str:
+    """wins/ties/losses, the win rate (ties half) with its interval, and the judge's flip rate."""
+    text = f"{pw['wins']}/{pw['ties']}/{pw['losses']}"
+    rate = pw.get("winRate") or {}
+    if rate.get("estimate") is not None:
+        text += f" win {_interval(rate)}"
+    flips = pw.get("flips") or {}
+    if flips.get("rate") is not None:
+        text += f" flips {_pct(flips['rate'])}"
+    return text
+
+
+def variant_table(summary: Mapping[str, Any]) -> Table:
+    level = f"{summary.get('confidence', 0.95):.0%}"
+    table = Table(title=f"{summary.get('eval', '')}: pass rates (equal weight per case, {level} interval)")
     for col in ("variant", "pass rate", "pass@k", "pass^k", "cases ✓/✗/…", "infra", "vs baseline"):
         table.add_column(col, justify="left" if col == "variant" else "right")
     for v in summary["variants"]:
         k = str(max((int(x) for x in v.get("passAtK", {}) or {"1": 0}), default=1))
         cases = v["cases"]
         pw = v.get("pairwise")
-        pairwise = f"{pw['wins']}/{pw['ties']}/{pw['losses']}" if pw else ("baseline" if v.get("baseline") else "—")
+        pairwise = _pairwise(pw) if pw else ("baseline" if v.get("baseline") else "—")
         table.add_row(
             v["id"] + (" (baseline)" if v.get("baseline") else ""),
             _interval(v.get("passRate")),

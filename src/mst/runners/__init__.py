@@ -1,4 +1,4 @@
-"""Runners and shards (DESIGN.md "Runners and shards"): collect and grade on worker processes,
+"""Runners and shards (docs/shards.md, docs/wire-protocol.md): collect and grade on worker processes,
 a Ray cluster, or any machine a command reaches, over the ``mst.shard/v1`` channel.
 
 Runners compose ``collect`` and ``grading`` and add transport only. The public surface:

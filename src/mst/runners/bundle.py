@@ -2,10 +2,13 @@
 
 The coordinator resolves (datasets, plugins, judges, client settings) once and ships the result,
 so every shard works from one resolved set of settings and a worker never loads a dataset
-(DESIGN.md, "the coordinator resolves; workers only execute"). A bundle is a directory:
+(docs/shards.md, "The coordinator resolves; workers only execute"). A bundle is a directory:
 
-* ``bundle.json`` — :class:`Bundle`: the eval config, the shard's resolved cases (expected,
-  metadata, judges), the plugins and their versions, client settings, and the shard's work;
+* ``bundle.json`` — :class:`Bundle`: the resolved eval as data — the eval config, the shard's
+  resolved cases (expected, metadata, assertions, judges with their identities), the resolved
+  graders (their specs, custom sources included), client settings — the plugins and their
+  versions, and the shard's work. A worker rebuilds the :class:`ResolvedEval` from it without
+  resolving anything: it loads only the plugins' code (judge modules, client classes);
 * ``code/`` — the source files of ``module:function`` judges, byte for byte (their identity is
   a digest of that file, so a worker grades with exactly the code the coordinator resolved);
 * ``run/`` (grade bundles) — a run directory holding only the shard's cases: run.json, their
@@ -24,8 +27,9 @@ import shutil
 import sys
 import tarfile
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
@@ -33,10 +37,13 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from mst import __version__
 from mst.config.models import Assertion, EvalConfig
 from mst.config.resolved import ResolvedCase, ResolvedEval, ResolvedJudge
+from mst.fileio import atomic_write_json, read_json
+from mst.graders.config import GradersConfig, GraderSpec
 from mst.grading.judges import ENTRY_POINT_GROUP
 from mst.runners.protocol import PluginVersion
-from mst.runs.files import atomic_write_json, read_json
+from mst.runs.grading_records import VerdictRecord
 from mst.runs.layout import COMPARISONS_SCHEMA, RUN_SCHEMA, Key, link_attempt_files
+from mst.runs.record_files import write_record_file
 from mst.runs.run import Run
 
 if TYPE_CHECKING:
@@ -64,6 +71,26 @@ class BundleCase(_Strict):
     mock: dict[str, Any] | None = None
 
 
+class BundleGrader(_Strict):
+    """One resolved deterministic grader (:class:`~mst.graders.config.GraderSpec`), as data."""
+
+    id: str
+    kind: Literal["builtin", "custom", "operational-value"]
+    enabled: bool
+    name: str
+    description: str
+    unit: str
+    direction: Literal["higher", "lower"]
+    threshold: float | None = None
+    min: float | None = None
+    max: float | None = None
+    config: dict[str, Any] = {}
+    script: str | None = None
+    run: str | None = None
+    source_digest: str | None = None
+    run_source: str | None = None
+
+
 class GradeWork(_Strict):
     """What the shard grades: trials, the verdicts to keep (``--resume``), the pairs to compare."""
 
@@ -85,6 +112,7 @@ class Bundle(_Strict):
     cases: list[BundleCase]
     pairwise: dict[str, Any] | None
     client_settings: dict[str, dict[str, Any]]
+    graders: list[BundleGrader] | None = None
     plugins: list[PluginVersion]
     code: list[str]
     heartbeat_seconds: float
@@ -133,6 +161,7 @@ def _bundle(kind: Literal["collect-bundle", "grade-bundle"], resolved: ResolvedE
         cases=[_case_json(c) for c in cases],
         pairwise=asdict(resolved.pairwise) if resolved.pairwise else None,
         client_settings={},  # collect bundles only: grading runs no client (nor imports one)
+        graders=_graders_data(resolved.graders),
         plugins=_judge_plugins(judges.values()),
         code=_copy_code(judges.values(), directory / CODE_DIR),
         heartbeat_seconds=heartbeat,
@@ -140,9 +169,26 @@ def _bundle(kind: Literal["collect-bundle", "grade-bundle"], resolved: ResolvedE
 
 
 def _case_json(case: ResolvedCase) -> BundleCase:
+    # Unset fields stay unset: an `equals` without a value compares with the case's expected.
+    assertions = [a.model_dump(mode="json", exclude_unset=True) for a in case.assertions]
     return BundleCase(id=case.id, prompt=case.prompt, expected=case.expected, metadata=case.metadata,
-                      trials=case.trials, assertions=[a.model_dump(mode="json") for a in case.assertions],
-                      judges=[asdict(j) for j in case.judges], mock=case.mock)
+                      trials=case.trials, assertions=assertions, judges=[asdict(j) for j in case.judges],
+                      mock=case.mock)
+
+
+def _graders_data(graders: GradersConfig | None) -> list[BundleGrader] | None:
+    if graders is None:
+        return None
+    return [BundleGrader.model_validate({f.name: dict(spec.config) if f.name == "config" else getattr(spec, f.name)
+                                         for f in fields(spec) if f.init}) for spec in graders.specs]
+
+
+def _graders_from(data: list[BundleGrader] | None) -> GradersConfig | None:
+    """The coordinator's resolved graders, as they were: never parsed (nor their files read) again."""
+    if data is None:
+        return None
+    return GradersConfig(tuple(GraderSpec(**{**g.model_dump(), "config": MappingProxyType(g.config)})
+                               for g in data))
 
 
 def _judge_plugins(judges: Iterable[ResolvedJudge]) -> list[PluginVersion]:
@@ -188,17 +234,19 @@ def _copy_code(judges: Iterable[ResolvedJudge], code_dir: Path) -> list[str]:
 
 
 def _write_shard_run(root: Path, run: Run, case_ids: set[str]) -> None:
-    """The stored run's files for the shard's cases, as a run directory (hard links, not copies)."""
-    attempts = [run.attempts[k] for k in sorted(run.attempts) if k[1] in case_ids]
-    meta = {"schema": RUN_SCHEMA, "id": run.id, "eval": run.meta["eval"], "variants": run.meta["variants"],
-            "cases": [c for c in run.meta["cases"] if c["id"] in case_ids],
-            "phases": dict(run.meta["phases"]), "attempts": attempts}
-    for record in attempts:
-        link_attempt_files(run.paths.root, root, record)
-    atomic_write_json(root / "run.json", meta, fsync=False)
-    comparisons = [c for k, c in sorted(run.comparisons.items()) if k[1] in case_ids]
-    atomic_write_json(root / "comparisons.json", {"schema": COMPARISONS_SCHEMA, "run": run.id,
-                                                  "comparisons": comparisons}, fsync=False)
+    """The stored run's files for the shard's cases, as a run directory (hard links, not copies);
+    its records are written as the run holds them, byte for byte."""
+    keys = [k for k in sorted(run.attempts) if k[1] in case_ids]
+    head = run.meta.to_json()
+    meta = {"schema": RUN_SCHEMA, "id": run.id, "eval": head["eval"], "variants": head["variants"],
+            "cases": [c for c in head["cases"] if c["id"] in case_ids], "phases": head["phases"]}
+    for key in keys:
+        record = run.attempts[key]
+        link_attempt_files(run.paths.root, root, record.transcript, record.artifacts)
+    write_record_file(root / "run.json", meta, "attempts", (run.attempts.raw(k) for k in keys), fsync=False)
+    comparisons = (run.comparisons.raw(k) for k in sorted(run.comparisons) if k[1] in case_ids)
+    write_record_file(root / "comparisons.json", {"schema": COMPARISONS_SCHEMA, "run": run.id}, "comparisons",
+                      comparisons, fsync=False)
 
 
 def _write(directory: Path, bundle: Bundle) -> None:
@@ -214,7 +262,8 @@ def read_bundle(directory: Path) -> Bundle:
 
 
 def resolved_from(bundle: Bundle, directory: Path) -> ResolvedEval:
-    """The shard's :class:`ResolvedEval`, rebuilt from the bundle: no dataset is read here."""
+    """The shard's :class:`ResolvedEval`, rebuilt from the bundle's data: no dataset is read, no
+    grader configuration parsed, no judge resolved here (docs/grading.md)."""
     config = EvalConfig.model_validate(bundle.config)
     original = Path(bundle.eval_base_dir)
     code_dir = directory / CODE_DIR
@@ -228,9 +277,8 @@ def resolved_from(bundle: Bundle, directory: Path) -> ResolvedEval:
     ) for c in bundle.cases)
     pairwise = ResolvedJudge(**bundle.pairwise) if bundle.pairwise else None
     settings = _client_settings(config, bundle.client_settings)
-    graders = _graders(config, original if original.is_dir() else None)
     return ResolvedEval(config, directory / BUNDLE_FILE, base_dir, bundle.eval_digest, cases, pairwise,
-                        settings, graders)
+                        settings, _graders_from(bundle.graders))
 
 
 def _client_settings(config: EvalConfig, raw: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -242,14 +290,10 @@ def _client_settings(config: EvalConfig, raw: dict[str, dict[str, Any]]) -> dict
             if v.id in raw}
 
 
-def _graders(config: EvalConfig, base_dir: Path | None) -> Any:
-    from mst.graders import parse_graders_config
-
-    return parse_graders_config(config.graders, base_dir=base_dir)
-
-
-def grade_plan_keep(work: GradeWork) -> dict[Key, dict[str, dict[str, Any]]]:
-    return {(k[0], k[1], int(k[2])): v for k, v in work.keep}
+def grade_plan_keep(work: GradeWork) -> dict[Key, dict[str, VerdictRecord]]:
+    """The verdicts to keep, decoded from the wire once."""
+    return {(k[0], k[1], int(k[2])): {name: VerdictRecord.from_json(v) for name, v in kept.items()}
+            for k, kept in work.keep}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,33 +1,22 @@
-"""Runners by name: the built-ins, then the ``mst.runners`` entry-point group (plugins)."""
+"""Runners by name, through the one plugin registry (:mod:`mst.config.plugins`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib import import_module
-from importlib.metadata import entry_points
-from typing import Any
 
 from mst.config.errors import Problem, UserError
+from mst.config.plugins import RUNNERS, UnknownPlugin, load
 from mst.runners.base import Runner, Work, parse_options
 
-GROUP = "mst.runners"
-BUILTIN = {"process": "mst.runners.process:ProcessRunner", "ray": "mst.runners.ray_runner:RayRunner",
-           "command": "mst.runners.command:CommandRunner"}
+BUILTIN = RUNNERS.builtin
 
 
 def runner_class(name: str) -> type[Runner]:
     """The class of runner ``name``; built-ins resolve without scanning entry points."""
-    target = BUILTIN.get(name)
-    loaded: Any
-    if target is not None:
-        module, _, attr = target.partition(":")
-        loaded = getattr(import_module(module), attr)
-    else:
-        found = [ep for ep in entry_points(group=GROUP) if ep.name == name]
-        if not found:
-            known = sorted({*BUILTIN, *(ep.name for ep in entry_points(group=GROUP))})
-            raise UserError(Problem("--runner", f"unknown runner {name!r}; known: {', '.join(known)}"))
-        loaded = found[0].load()
+    try:
+        loaded = load(RUNNERS, name)
+    except UnknownPlugin as exc:
+        raise UserError(Problem("--runner", str(exc))) from None
     if not (isinstance(loaded, type) and issubclass(loaded, Runner)):
         raise UserError(Problem("--runner", f"runner {name!r} is not a mst Runner class"))
     return loaded

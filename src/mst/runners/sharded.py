@@ -2,8 +2,9 @@
 
 These compose ``collect`` and ``grading`` with the runner's transport and add no logic of their
 own: a collect shard's attempt records reach the run through the same ``on_attempt`` (journal)
-callback as local collecting, and a grade shard's recorded judge calls become a
-:class:`~mst.grading.recorded.RecordedSource` the coordinator's ordinary ``grade_run`` replays.
+callback as local collecting, and what a grade shard computed — assertions, judge and pairwise
+calls, the deterministic graders' results — becomes a :class:`~mst.grading.recorded.RecordedSource`
+that the coordinator's ordinary ``grade_run`` replays, running no judge and no grader itself.
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ from typing import Any
 from mst import endings
 from mst.collect import AttemptSpec
 from mst.config.resolved import ResolvedEval
+from mst.fileio import read_json
+from mst.grading.phase import GradePlan
 from mst.grading.recorded import RecordedSource
-from mst.grading_phase import GradePlan
-from mst.progress import Progress
 from mst.runners.base import Runner, ShardSpec
 from mst.runners.bundle import GradeWork, write_collect_bundle, write_grade_bundle
 from mst.runners.coordinator import Coordinator, Shard, make_workdir, remove_workdir
 from mst.runners.protocol import Graded, TrialDone
 from mst.runners.sharding import shard_of, split_cases
-from mst.runs.files import read_json
+from mst.runs.progress import Progress
 from mst.runs.run import Run, attempt_record
 from mst.session.redact import Redactor
 
@@ -50,7 +51,8 @@ def grade_in_shards(runner: Runner, run: Run, resolved: ResolvedEval, plan: Grad
         if ids:
             chosen = set(ids)
             work = GradeWork(trials=[k for k in plan.trials if k[1] in chosen],
-                             keep=[(k, v) for k, v in plan.keep.items() if k[1] in chosen],
+                             keep=[(k, {n: v.to_json() for n, v in kept.items()})
+                                   for k, kept in plan.keep.items() if k[1] in chosen],
                              pairs=[p for p in plan.pairs if p[1] in chosen])
             folder = workdir / f"shard-{index + 1}" / "bundle"
             bundle = write_grade_bundle(folder, run, resolved, index, count, work, heartbeat=runner.options.heartbeat)
@@ -79,7 +81,7 @@ def grade_in_shards(runner: Runner, run: Run, resolved: ResolvedEval, plan: Grad
 def _missing(shard: Shard) -> str:
     if shard.done is None:
         return f"Missing: grade shard {shard.spec.index + 1} ended before this case was graded"
-    return f"Missing: grade shard {shard.spec.index + 1} sent no record of this judge call"
+    return f"Missing: grade shard {shard.spec.index + 1} sent no record of this grading"
 
 
 def collect_in_shards(runner: Runner, resolved: ResolvedEval, run: Run, specs: Iterable[AttemptSpec],

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import orjson
 
 from mst import __version__
-from mst.grading import LiveSource
+from mst.fileio import atomic_write_json
+from mst.grading import GradingContext, LiveSource
+from mst.grading.phase import GradePlan, grade_run
 from mst.grading.recorded import RecordingSource
-from mst.grading_phase import GradePlan, grade_run
-from mst.progress import Silent
 from mst.runners.base import INLINE, Work
 from mst.runners.bundle import (
     RUN_DIR,
@@ -65,7 +65,8 @@ from mst.runners.protocol import (
     message_data,
     parse_coordinator,
 )
-from mst.runs.files import atomic_write_json
+from mst.runs.grading_records import CaseComparison, TrialGrading
+from mst.runs.progress import Silent
 from mst.runs.run import open_run
 from mst.session.redact import NO_REDACTION, Redactor
 
@@ -279,19 +280,23 @@ def _grade(wire: Wire, bundle: Bundle, bundle_dir: Path, results: Path, secrets:
     run = open_run(root)
     keep = grade_plan_keep(bundle.grade)
     source = RecordingSource(LiveSource(resolved.base_dir))
+    context = GradingContext.of(resolved, wire.redactor)
     counts = {"graded": 0, "failed": 0}
 
-    def on_record(record: dict[str, Any]) -> None:
-        calls = source.drain()
-        if record.get("kind") == "pairwise":
-            pair = PairKey(candidate=record["candidate"], case=record["case"])
+    def on_record(record: TrialGrading | CaseComparison) -> None:
+        if isinstance(record, CaseComparison):
+            assert resolved.baseline is not None
+            calls = source.take_pair(record.case, record.candidate, resolved.baseline.id)
+            pair = PairKey(candidate=record.candidate, case=record.case)
             key: TrialKey | PairKey = pair
-            rel, ok = f"records/pairwise/{pair.candidate}/{pair.case}.json", not record["errors"]
+            rel, ok = f"records/pairwise/{pair.candidate}/{pair.case}.json", record.complete
         else:
-            trial = TrialKey(variant=record["variant"], case=record["case"], trial=record["trial"])
+            calls = source.take_trial(record.key)
+            trial = TrialKey(variant=record.variant, case=record.case, trial=record.trial)
             key = trial
-            rel, ok = f"records/trial/{trial.variant}/{trial.case}/{trial.trial}.json", record["status"] == "graded"
-        atomic_write_json(results / rel, wire.redactor.value({"record": record, "calls": calls}), fsync=False)
+            rel, ok = f"records/trial/{trial.variant}/{trial.case}/{trial.trial}.json", record.status == "graded"
+        document = {"record": record.to_json(), "calls": calls}
+        atomic_write_json(results / rel, wire.redactor.value(document), fsync=False)
         counts["graded" if ok else "failed"] += 1
         wire.send(Graded(key=key, status="graded" if ok else "failed", files=[_ref(results, rel, inline)]))
 
@@ -302,7 +307,8 @@ def _grade(wire: Wire, bundle: Bundle, bundle_dir: Path, results: Path, secrets:
                          keep={k: v for k, v in keep.items() if k[1] == case.id},
                          pairs=[p for p in bundle.grade.pairs if p[1] == case.id])
         if plan.trials or plan.pairs:
-            grade_run(run, resolved, plan, secrets=secrets, progress=Silent(), source=source, on_record=on_record)
+            grade_run(run, resolved, plan, context, secrets=secrets, progress=Silent(), source=source,
+                      on_record=on_record)
     return Done(graded=counts["graded"], failed=counts["failed"])
 
 

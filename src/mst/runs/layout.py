@@ -1,4 +1,4 @@
-"""Where things live in a run directory (DESIGN.md "Runs on disk")."""
+"""Where things live in a run directory (docs/run-directory.md)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from mst.runs.files import atomic_write_json, read_json
+from mst.fileio import atomic_write_json, read_json
 
 RUN_SCHEMA = "mst.run/v1"
 RESULTS_SCHEMA = "mst.results/v1"
@@ -144,11 +143,10 @@ def link_tree(src: str, dst: str) -> None:
             link_file(os.path.join(folder, name), os.path.join(target, name))
 
 
-def link_attempt_files(src_root: Path, dst_root: Path, record: dict[str, Any]) -> None:
-    """Reference an attempt's transcript and artifacts from another run directory (a regrade,
-    a grade bundle) by hard link, never by copy."""
+def link_attempt_files(src_root: Path, dst_root: Path, transcript: str | None, artifacts: str | None) -> None:
+    """Reference an attempt's transcript and artifacts (paths relative to the run) from another
+    run directory (a regrade, a grade bundle) by hard link, never by copy."""
     src, dst = os.fspath(src_root), os.fspath(dst_root)
-    transcript, artifacts = record.get("transcript"), record.get("artifacts")
     if transcript:
         try:
             link_file(f"{src}/{transcript}", f"{dst}/{transcript}")

@@ -25,9 +25,9 @@ from typing import Any
 
 import orjson
 
+from mst import fileio
 from mst.config.errors import Problem, UserError
-from mst.runs import files
-from mst.runs.files import atomic_write_chunks, json_file_bytes, read_json, read_lines
+from mst.fileio import atomic_write_chunks, json_file_bytes, read_json, read_lines
 
 _MARK = "\x00mst: the record list goes here\x00"
 _PAD = b"\n    "  # a record line's indent: the list is a top-level key's value
@@ -122,7 +122,7 @@ def _find_span(path: Path, key: str, size: int) -> tuple[int, int, int] | None:
     a raw newline, so neither marker can occur inside a value."""
     opening = f'\n  "{key}": ['.encode()
     with open(path, "rb") as fh:
-        data = fh.read(min(size, files.IO_BLOCK))
+        data = fh.read(min(size, fileio.IO_BLOCK))
         at = data.find(opening)
         if at < 0:
             return None
@@ -143,7 +143,7 @@ def _find_span(path: Path, key: str, size: int) -> tuple[int, int, int] | None:
                 return None
             keep = tail[-len(_END):]
             offset += len(tail) - len(keep)
-            tail = keep + fh.read(files.IO_BLOCK)
+            tail = keep + fh.read(fileio.IO_BLOCK)
 
 
 __all__ = ["RecordFile", "read_record_file", "write_record_file"]

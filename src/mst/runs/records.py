@@ -4,8 +4,12 @@ A 100,000-attempt run holds an attempt record and a grading record per attempt (
 each, five to ten times that as Python dicts). :class:`RecordStore` is a mapping that keeps the
 records, as JSON, in an unlinked temporary file (in the page cache, not in the process) and in
 memory only where each one is: 8 bytes in an array, at a slot its key was given once by a
-:class:`KeyIndex` that the run's stores share. Reading a record decodes a fresh dict: mutating
-it does not change the store; assign it back instead.
+:class:`KeyIndex` that the run's stores share.
+
+A store's :class:`Codec` is its boundary: values go in and come out as the codec's typed,
+immutable records (a run's attempts, gradings and comparisons), decoded from their bytes once
+per read, so a read record cannot be changed in place and silently lost. The default codec keeps
+plain JSON objects (each read is a fresh dict).
 """
 
 from __future__ import annotations
@@ -15,13 +19,51 @@ import sys
 import tempfile
 from array import array
 from collections.abc import Callable, Hashable, Iterator, MutableMapping, Sequence
-from typing import IO, Any, Generic, NamedTuple, TypeVar, overload
+from typing import IO, Any, Generic, NamedTuple, Protocol, TypeVar, overload
 
 import orjson
 
-from mst.runs import files
+from mst import fileio
 
 K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class Codec(Protocol[V]):
+    """How a store's values become JSON objects and back: one codec per kind of record."""
+
+    def to_json(self, value: V) -> dict[str, Any]: ...
+
+    def from_json(self, data: dict[str, Any]) -> V: ...
+
+
+class JsonCodec:
+    """Plain JSON objects, as they are."""
+
+    @staticmethod
+    def to_json(value: dict[str, Any]) -> dict[str, Any]:
+        return value
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> dict[str, Any]:
+        return data
+
+
+class RecordCodec(Generic[V]):
+    """The codec of a record class with ``to_json()`` and a ``from_json`` class method."""
+
+    __slots__ = ("_cls",)
+
+    def __init__(self, cls: Any) -> None:
+        self._cls = cls
+
+    def to_json(self, value: V) -> dict[str, Any]:
+        data: dict[str, Any] = value.to_json()  # type: ignore[attr-defined]
+        return data
+
+    def from_json(self, data: dict[str, Any]) -> V:
+        value: V = self._cls.from_json(data)
+        return value
 
 _LEN_BITS = 32
 _ABSENT = -1
@@ -142,16 +184,17 @@ class KeyList(Sequence[K]):
             yield key(slot)
 
 
-class RecordStore(MutableMapping[K, dict[str, Any]]):
-    """``key -> JSON object`` with the objects spilled to a temporary file."""
+class RecordStore(MutableMapping[K, V]):
+    """``key -> record`` with the records spilled, as JSON, to a temporary file."""
 
-    __slots__ = ("_file", "_flushed", "_keys", "_len", "_packed", "_pending", "_shared", "_size",
+    __slots__ = ("_codec", "_file", "_flushed", "_keys", "_len", "_packed", "_pending", "_shared", "_size",
                  "_summaries", "_summarize")
 
-    def __init__(self, items: Any = None, *, summarize: Callable[[dict[str, Any]], Any] | None = None,
-                 keys: KeyIndex[K] | None = None) -> None:
+    def __init__(self, items: Any = None, *, summarize: Callable[[V], Any] | None = None,
+                 keys: KeyIndex[K] | None = None, codec: Codec[V] | None = None) -> None:
         """``summarize`` keeps a small value per record in memory (an attempt's ending), so
         readers that need only that never decode the record again."""
+        self._codec: Codec[V] = codec if codec is not None else JsonCodec()  # type: ignore[assignment]
         self._keys: KeyIndex[K] = keys if keys is not None else KeyIndex()
         self._packed = array("q")  # slot -> offset << 32 | length, or _ABSENT
         self._len = 0
@@ -198,9 +241,8 @@ class RecordStore(MutableMapping[K, dict[str, Any]]):
         assert self._file is not None
         return os.pread(self._file.fileno(), length, offset)
 
-    def _read(self, packed: int) -> dict[str, Any]:
-        value: dict[str, Any] = orjson.loads(self._bytes(packed))
-        return value
+    def _read(self, packed: int) -> V:
+        return self._codec.from_json(orjson.loads(self._bytes(packed)))
 
     def slots_in_key_order(self) -> Iterator[int]:
         """The slots of the records held, in the order of their keys (see :class:`KeyIndex`)."""
@@ -234,7 +276,7 @@ class RecordStore(MutableMapping[K, dict[str, Any]]):
 
     # -- writing -------------------------------------------------------------------------------
 
-    def put(self, key: K, value: dict[str, Any], data: bytes) -> None:
+    def put(self, key: K, value: V, data: bytes) -> None:
         """Store ``value`` whose JSON encoding the caller already has (it journaled the same
         bytes): the record is encoded once, not once per place it goes."""
         slot = self._keys.slot(key)
@@ -246,7 +288,7 @@ class RecordStore(MutableMapping[K, dict[str, Any]]):
         packed[slot] = self._size << _LEN_BITS | len(data)
         self._pending += data
         self._size += len(data)
-        if self._size - self._flushed >= files.IO_BLOCK:  # buffered, then one write to the spill file
+        if self._size - self._flushed >= fileio.IO_BLOCK:  # buffered, then one write to the spill file
             self._flush()
         if self._summarize is not None:
             self._keep_summary(slot, self._summarize(value))
@@ -264,8 +306,13 @@ class RecordStore(MutableMapping[K, dict[str, Any]]):
 
     # -- mapping -------------------------------------------------------------------------------
 
-    def __setitem__(self, key: K, value: dict[str, Any]) -> None:
-        self.put(key, value, orjson.dumps(value))
+    def __setitem__(self, key: K, value: V) -> None:
+        """Store ``value``; a plain JSON object is taken as the record's stored form (one an
+        older mst wrote, say) and decoded through the codec, so it is checked like any read."""
+        if type(value) is dict and not isinstance(self._codec, JsonCodec):
+            self.put(key, self._codec.from_json(value), orjson.dumps(value))  # type: ignore[arg-type]
+            return
+        self.put(key, value, orjson.dumps(self._codec.to_json(value)))
 
     def summary(self, key: K) -> Any:
         """The ``summarize`` value of the record at ``key`` (KeyError when absent)."""
@@ -273,7 +320,7 @@ class RecordStore(MutableMapping[K, dict[str, Any]]):
             raise TypeError("this RecordStore keeps no summaries")
         return self._summaries[self._held_slot(key)]
 
-    def __getitem__(self, key: K) -> dict[str, Any]:
+    def __getitem__(self, key: K) -> V:
         return self._read(self._packed[self._held_slot(key)])
 
     def get(self, key: K, default: Any = None) -> Any:  # type: ignore[override]

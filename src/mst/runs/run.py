@@ -18,12 +18,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mst import endings
 from mst.config.errors import Problem, UserError
+from mst.runs.attempts import AttemptRecord, ending_of
 from mst.runs.files import read_journal, read_journal_lines
+from mst.runs.grading_records import CaseComparison, TrialGrading
 from mst.runs.layout import RUN_SCHEMA, Key, RunPaths, key_of
+from mst.runs.meta import RunMeta
 from mst.runs.record_files import read_record_file, write_record_file
-from mst.runs.records import KeyIndex, RecordStore
-
-PhaseState = Literal["complete", "partial", "skipped", "pending"]
+from mst.runs.records import KeyIndex, RecordCodec, RecordStore
 
 
 class _RunFile(BaseModel):
@@ -40,27 +41,46 @@ class _RunFile(BaseModel):
     phases: dict[str, str]
 
 
+_ATTEMPT: RecordCodec[AttemptRecord] = RecordCodec(AttemptRecord)
+_GRADING: RecordCodec[TrialGrading] = RecordCodec(TrialGrading)
+_COMPARISON: RecordCodec[CaseComparison] = RecordCodec(CaseComparison)
+
+
+def _status(grading: TrialGrading) -> str:
+    """Kept in memory per trial (shared: two values): whether a run's grading is complete is
+    decided without decoding a record."""
+    return grading.status
+
+
+def _comparisons() -> RecordStore[tuple[str, str], CaseComparison]:
+    return RecordStore(codec=_COMPARISON)
+
+
 @dataclass
 class Run:
-    """The records live in :class:`RecordStore` mappings (memory flat in the number of attempts):
-    a record read from them is a fresh dict, so store a changed record back by assigning it."""
+    """The records live in :class:`RecordStore` mappings (memory flat in the number of attempts).
+    Attempts, gradings and comparisons come out as typed, immutable records: a read record cannot
+    be changed in place (and the change silently lost); store a new one by assigning it."""
 
     paths: RunPaths
-    meta: dict[str, Any]
-    attempts: RecordStore[Key] = field(init=False)
-    trial_grades: RecordStore[Key] = field(init=False)
-    comparisons: RecordStore[tuple[str, str]] = field(default_factory=RecordStore)
+    meta: RunMeta
+    attempts: RecordStore[Key, AttemptRecord] = field(init=False)
+    trial_grades: RecordStore[Key, TrialGrading] = field(init=False)
+    comparisons: RecordStore[tuple[str, str], CaseComparison] = field(default_factory=_comparisons)
 
     def __post_init__(self) -> None:
+        meta: Any = self.meta
+        if not isinstance(meta, RunMeta):  # run.json's head as JSON: decoded here, once
+            self.meta = RunMeta.from_json(meta)
         keys: KeyIndex[Key] = KeyIndex()  # an attempt and its grading share one key
-        self.attempts = RecordStore(summarize=endings.from_record, keys=keys)
-        self.trial_grades = RecordStore(keys=keys)
+        self.attempts = RecordStore(summarize=ending_of, keys=keys, codec=_ATTEMPT)
+        self.trial_grades = RecordStore(keys=keys, codec=_GRADING, summarize=_status)
 
-    def adopt_attempts(self, attempts: RecordStore[Key]) -> None:
+    def adopt_attempts(self, attempts: RecordStore[Key, AttemptRecord]) -> None:
         """Take another run's attempt records as they are (a regrade grades the same attempts);
         grading starts empty."""
         self.attempts = attempts
-        self.trial_grades = RecordStore(keys=attempts.key_index)
+        self.trial_grades = RecordStore(keys=attempts.key_index, codec=_GRADING, summarize=_status)
 
     @property
     def root(self) -> str:
@@ -69,7 +89,7 @@ class Run:
 
     @property
     def id(self) -> str:
-        return str(self.meta["id"])
+        return self.meta.id
 
     def ending(self, key: Key) -> endings.Ending:
         """Kept in memory when the attempt is stored: readers never decode a record for it."""
@@ -78,7 +98,7 @@ class Run:
 
     def write(self) -> None:
         """run.json: the metadata and every attempt once, in key order, each as it is stored."""
-        write_record_file(self.paths.run_json, self.meta, "attempts", self.attempts.raw_in_key_order())
+        write_record_file(self.paths.run_json, self.meta.to_json(), "attempts", self.attempts.raw_in_key_order())
 
 
 def attempt_record(record: dict[str, Any], ending: endings.Ending) -> dict[str, Any]:
@@ -108,7 +128,7 @@ def open_run(path: Path, *, repair: bool = False, grading: bool = True) -> Run:
         loc = ".".join(str(p) for p in err["loc"]).replace("schema_", "schema")
         raise UserError(Problem(str(paths.run_json), f"run.json is not a {RUN_SCHEMA} file: {err['msg']}",
                                 loc)) from None
-    run = Run(paths, meta)
+    run = Run(paths, RunMeta.from_json(meta))
     journal = str(paths.attempts)
     for lineno, rec, raw in read_journal_lines(paths.attempts, repair=repair):
         _add_attempt(run, rec, raw, journal, ("line", lineno))
@@ -130,25 +150,34 @@ def _add_attempt(run: Run, rec: Any, raw: bytes | None, file: str, where: tuple[
         key = key_of(rec)
         if only_new and key in run.attempts:
             return
-        ending = endings.from_record(rec)
+        record = AttemptRecord.from_json(rec)
     except (KeyError, TypeError, ValueError) as exc:
         place = f"line {where[1]}" if where[0] == "line" else f"attempts[{where[1]}]"
         raise UserError(Problem(file, f"corrupt attempt record ({place}): {exc}")) from None
     if "ending" not in rec:
-        attempt_record(rec, ending)  # an old run: map its ending once, when read
+        attempt_record(rec, record.ending)  # an old run: map its ending once, when read
         raw = None
-    run.attempts.put(key, rec, raw if raw is not None else orjson.dumps(rec))
+    run.attempts.put(key, record, raw if raw is not None else orjson.dumps(rec))
 
 
 def _load_grading(run: Run, *, repair: bool) -> None:
+    """The gradings and comparisons, decoded once here; each kept with the bytes it was read as."""
     if run.paths.results.is_file():
         for rec, _ in read_record_file(run.paths.results, "results.json", "trials").records():
-            run.trial_grades[key_of(rec)] = rec
+            _put(run.trial_grades, TrialGrading, rec, str(run.paths.results))
     if run.paths.comparisons.is_file():
         for rec, _ in read_record_file(run.paths.comparisons, "comparisons.json", "comparisons").records():
-            run.comparisons[(rec["candidate"], rec["case"])] = rec
+            _put(run.comparisons, CaseComparison, rec, str(run.paths.comparisons))
     for rec in read_journal(run.paths.grading_journal, repair=repair):
         if rec.get("kind") == "pairwise":
-            run.comparisons[(rec["candidate"], rec["case"])] = rec
+            _put(run.comparisons, CaseComparison, rec, str(run.paths.grading_journal))
         else:
-            run.trial_grades[key_of(rec)] = rec
+            _put(run.trial_grades, TrialGrading, rec, str(run.paths.grading_journal))
+
+
+def _put(store: RecordStore[Any, Any], cls: type[TrialGrading] | type[CaseComparison], rec: Any, file: str) -> None:
+    try:
+        record = cls.from_json(rec)
+    except ValueError as exc:
+        raise UserError(Problem(file, f"corrupt {cls.__name__} record: {exc}")) from None
+    store.put(record.key, record, orjson.dumps(rec))

@@ -6,54 +6,167 @@ by the path that produced them. Linear in the number of attempts.
 
 from __future__ import annotations
 
-from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from mst import endings
 from mst.config.resolved import ResolvedEval
+from mst.runs.compare import PASS_RATE, PASS_RATE_METRIC, Columns, Comparison, Metric, compare, metric_mean
+from mst.runs.frozen import JsonView, freeze
 from mst.runs.layout import COMPARISONS_SCHEMA, RESULTS_SCHEMA, SUMMARY_SCHEMA
 from mst.runs.record_files import write_record_file
 from mst.runs.run import Run
-from mst.runs.stats import CaseTrials, case_row, preference_counts, variant_stats
-from mst.statistics import case_sum, clustered_mean_of_sums
+from mst.statistics import CONFIDENCE, NO_BOUNDS, case_sum
+from mst.statistics.rates import (
+    CasePassRule,
+    CaseTrials,
+    case_row,
+    case_status,
+    flip_rate,
+    preference_counts,
+    variant_stats,
+)
 
 
-def finalize(run: Run, resolved: ResolvedEval) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Totals:
+    attempts: int
+    trials: int
+    infrastructure_failures: int
+    cases: int
+    incomplete_cases: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"attempts": self.attempts, "trials": self.trials,
+                "infrastructureFailures": self.infrastructure_failures, "cases": self.cases,
+                "incompleteCases": self.incomplete_cases}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Totals:
+        return cls(int(data["attempts"]), int(data["trials"]), int(data["infrastructureFailures"]),
+                   int(data["cases"]), int(data["incompleteCases"]))
+
+
+@dataclass(frozen=True, slots=True)
+class VariantSummary(JsonView):
+    """One variant's figures; ``figures`` holds the statistics (pass rates with their intervals,
+    pass@k, trials, infrastructure failures, usage, graders, pairwise) as read-only JSON;
+    ``comparison`` the candidate against the baseline, paired by case (None, and no key in the
+    file, for the baseline and in a run without one; docs/statistics.md)."""
+
+    id: str
+    baseline: bool
+    client: str
+    model: str | None
+    figures: Mapping[str, Any]
+    comparison: Comparison | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"id": self.id, "baseline": self.baseline, "client": self.client, "model": self.model,
+               **_thaw(self.figures)}
+        if self.comparison is not None:
+            out["comparison"] = self.comparison.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> VariantSummary:
+        figures = {k: v for k, v in data.items() if k not in ("id", "baseline", "client", "model", "comparison")}
+        comparison = Comparison.from_json(data["comparison"]) if data.get("comparison") else None
+        return cls(str(data["id"]), bool(data.get("baseline")), str(data.get("client", "")), data.get("model"),
+                   freeze(figures), comparison)
+
+
+@dataclass(frozen=True, slots=True)
+class Summary(JsonView):
+    """summary.json without its per-case rows (those are written one at a time, never held)."""
+
+    run: str
+    eval: str
+    regrade_of: str | None
+    phases: Mapping[str, str]
+    case_pass: Any
+    totals: Totals
+    variants: tuple[VariantSummary, ...]
+    confidence: float | None = None  # the level of every interval and test in it (None: not recorded, 0.95)
+    schema: str = SUMMARY_SCHEMA
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"schema": self.schema, "run": self.run, "eval": self.eval, "regradeOf": self.regrade_of,
+               "phases": dict(self.phases), "casePass": _thaw(self.case_pass)}
+        if self.confidence is not None:
+            out["confidence"] = self.confidence
+        return {**out, "totals": self.totals.to_json(), "variants": [v.to_json() for v in self.variants]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Summary:
+        return cls(str(data["run"]), str(data["eval"]), data.get("regradeOf"), freeze(dict(data["phases"])),
+                   freeze(data.get("casePass")), Totals.from_json(data["totals"]),
+                   tuple(VariantSummary.from_json(v) for v in data["variants"]),
+                   _optional_float(data.get("confidence")), str(data.get("schema", SUMMARY_SCHEMA)))
+
+    @property
+    def complete(self) -> bool:
+        """No case is incomplete (short of a trial, or with an ungraded one)."""
+        return self.totals.incomplete_cases == 0
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _thaw(value: Any) -> Any:
+    """Frozen JSON (see :func:`mst.runs.frozen.freeze`) as plain JSON again, for writing."""
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def finalize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE) -> Summary:
     # The records as stored, one per line: never the whole list in memory, never encoded again.
     write_record_file(run.paths.results, {"schema": RESULTS_SCHEMA, "run": run.id}, "trials",
                       run.trial_grades.raw_in_key_order())
     comparisons_head = {"schema": COMPARISONS_SCHEMA, "run": run.id,
                         "baseline": resolved.baseline.id if resolved.baseline else None}
     write_record_file(run.paths.comparisons, comparisons_head, "comparisons", run.comparisons.raw_in_key_order())
-    summary, rows = summarize(run, resolved)
+    summary, rows = summarize(run, resolved, confidence)
     write_record_file(run.paths.summary, summary, "cases", (orjson.dumps(row) for row in rows))
-    return summary
+    return Summary.from_json(summary)  # decoded once, here
 
 
-def summarize(run: Run, resolved: ResolvedEval) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
+def summarize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE
+              ) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
     """summary.json without its ``cases`` list, and that list's rows, made one at a time as they
     are written: a run of 10,000 cases never holds 10,000 rows."""
     rule = resolved.config.casePass
     rule_json: Any = rule if isinstance(rule, str) else rule.model_dump()
     by_variant: dict[str, dict[str, CaseTrials]] = {}
+    columns: dict[str, Columns] = {}
     variants = []
     for variant in resolved.variants:
-        cases, extra = _variant_cases(run, resolved, variant.id)
+        cases, extra, columns[variant.id] = _variant_cases(run, resolved, variant.id, confidence)
         by_variant[variant.id] = cases
         variants.append({"id": variant.id, "baseline": variant.baseline, "client": variant.client,
-                         "model": variant.model, **variant_stats(cases, rule_json), **extra,
-                         "pairwise": _pairwise(run, variant.id, resolved)})
+                         "model": variant.model, **variant_stats(cases, rule_json, confidence), **extra,
+                         "pairwise": _pairwise(run, variant.id, resolved, columns, confidence)})
+    base = resolved.baseline
+    for v in variants:
+        if base is not None and v["id"] != base.id:
+            v["comparison"] = compare(columns[v["id"]], columns[base.id], metrics_of(columns[v["id"]], resolved),
+                                      confidence=confidence).to_json()
     summary = {
         "schema": SUMMARY_SCHEMA,
         "run": run.id,
         "eval": resolved.config.name,
-        "regradeOf": run.meta.get("regradeOf"),
-        "phases": run.meta["phases"],
+        "regradeOf": run.meta.regrade_of,
+        "phases": run.meta.to_json()["phases"],
         "casePass": rule_json,
+        "confidence": confidence,
         "totals": {
             "attempts": len(run.attempts),
             "trials": sum(1 for k in run.attempts if endings.is_trial(run.ending(k))),
@@ -65,15 +178,32 @@ def summarize(run: Run, resolved: ResolvedEval) -> tuple[dict[str, Any], Iterato
     }
 
     def rows() -> Iterator[dict[str, Any]]:
-        for case in resolved.cases:
+        for i, case in enumerate(resolved.cases):
             yield {"id": case.id, "trials": case.trials,
-                   "variants": {v: case_row(cases[case.id], rule_json) for v, cases in by_variant.items()}}
+                   "variants": {v: {**case_row(cases[case.id], rule_json), **columns[v].row_values(i)}
+                                for v, cases in by_variant.items()}}
 
     return summary, rows()
 
 
-def _variant_cases(run: Run, resolved: ResolvedEval, variant: str) -> tuple[dict[str, CaseTrials], dict[str, Any]]:
+def metrics_of(columns: Columns, resolved: ResolvedEval) -> list[Metric]:
+    """The pass rate, then every grader metric and judge score the variant has, with the
+    direction and range the graders declare (judge scores: higher is better, no range)."""
+    out = [PASS_RATE_METRIC]
+    for ref in columns.values:
+        if ref.startswith("grader:"):
+            spec = resolved.graders.get(ref[len("grader:"):]) if resolved.graders is not None else None
+            out.append(Metric(ref, spec.direction, (spec.min, spec.max)) if spec is not None else Metric(ref))
+        elif ref.startswith("judge:"):
+            out.append(Metric(ref, "higher", NO_BOUNDS))
+    return out
+
+
+def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: float
+                   ) -> tuple[dict[str, CaseTrials], dict[str, Any], Columns]:
     cases: dict[str, CaseTrials] = {}
+    columns = Columns()
+    used: Counter[str] = Counter()  # per metric, the trial values of complete cases
     infra: Counter[str] = Counter()
     retryable = 0
     needs_fix: list[dict[str, Any]] = []
@@ -81,8 +211,7 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str) -> tuple[dict
     ungraded = 0
     usage: dict[str, float] = defaultdict(float)
     durations: list[float] = []
-    # Per grader, each case's (sum, count) in two arrays: memory of 16 bytes a case, not a list of trial values.
-    graders: dict[str, tuple[array[float], array[int]]] = defaultdict(lambda: (array("d"), array("q")))
+    rule = resolved.config.casePass
     for case in resolved.cases:
         passes: list[bool | None] = []
         case_values: dict[str, list[float | None]] = defaultdict(list)
@@ -99,39 +228,77 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str) -> tuple[dict
                 continue
             outcomes[ending.outcome] += 1
             grade = run.trial_grades.get(key)
-            passed = grade.get("passed") if grade and grade.get("status") == "graded" else None
+            passed = grade.passed if grade is not None else None
             ungraded += passed is None
             passes.append(passed)
             record = run.attempts[key]
-            for name, value in (record.get("usage") or {}).items():
+            for name, value in record.usage.items():
                 if isinstance(value, int | float):
                     usage[name] += value
-            if isinstance(record.get("durationMs"), int | float):
-                durations.append(float(record["durationMs"]))
-            for g in (grade or {}).get("graders", []):
-                case_values[g["id"]].append(g["value"] if g["status"] in ("pass", "fail") else None)
-        for grader_id, values in case_values.items():
-            sums, counts = graders[grader_id]  # listed even when no case has a value
-            summed = case_sum(values, case.id)
-            if summed is not None:
-                sums.append(summed[0])
-                counts.append(summed[1])
-        cases[case.id] = CaseTrials(case.trials, tuple(passes))
+            if isinstance(record.duration_ms, int | float):
+                durations.append(float(record.duration_ms))
+            for g in (grade.graders or ()) if grade is not None else ():
+                case_values["grader:" + g.id].append(g.value if g.measured else None)
+            for verdict in grade.verdicts if grade is not None else ():
+                if verdict.score is not None:
+                    case_values["judge:" + verdict.judge].append(verdict.score)
+        cases[case.id] = trials = CaseTrials(case.trials, tuple(passes))
+        rate = _complete_rate(trials, rule)
+        columns.add_case(case.id, {PASS_RATE: rate,
+                                   **{ref: _case_mean(values, case.id) for ref, values in case_values.items()}})
+        for ref, values in case_values.items():
+            used[ref] += 0 if rate is None else sum(1 for v in values if v is not None)
     extra = {
         "trials": {"total": sum(outcomes.values()), "ungraded": ungraded, "outcomes": dict(sorted(outcomes.items()))},
         "infrastructure": {"total": sum(infra.values()), "retryable": retryable, "byWhat": dict(sorted(infra.items()))},
         "needsFix": needs_fix,
         "usage": dict(sorted(usage.items())),
         "meanDurationMs": sum(durations) / len(durations) if durations else None,
-        "graders": {gid: clustered_mean_of_sums(*by_case) for gid, by_case in sorted(graders.items())},
+        "graders": _grader_means(columns, used, resolved, confidence),
     }
-    return cases, extra
+    return cases, extra, columns
 
 
-def _pairwise(run: Run, variant: str, resolved: ResolvedEval) -> dict[str, Any] | None:
+def _complete_rate(trials: CaseTrials, rule: CasePassRule) -> float | None:
+    """The case's trial pass fraction, or None when the case is incomplete (left out of everything)."""
+    if case_status(trials.passes, trials.expected, rule) == "incomplete":
+        return None
+    return sum(1 for p in trials.passes if p) / len(trials.passes)
+
+
+def _case_mean(values: list[float | None], case_id: str) -> float | None:
+    summed = case_sum(values, case_id)
+    return None if summed is None else summed[0] / summed[1]
+
+
+def _grader_means(columns: Columns, used: Mapping[str, int], resolved: ResolvedEval,
+                  confidence: float) -> dict[str, Any]:
+    """Each grader's mean over the complete cases (equal weight per case), inside its declared
+    range; ``n``, the trial values it rests on; how many incomplete cases were left out."""
+    left_out = sum(1 for i in range(len(columns.case_ids)) if not columns.complete(i))
+    return {m.ref[len("grader:"):]: {**metric_mean(columns, m, confidence), "n": used[m.ref],
+                                     "excludedIncomplete": left_out}
+            for m in sorted(metrics_of(columns, resolved), key=lambda m: m.ref) if m.ref.startswith("grader:")}
+
+
+def _pairwise(run: Run, variant: str, resolved: ResolvedEval, columns: Mapping[str, Columns],
+              confidence: float) -> dict[str, Any] | None:
+    """Preferences of the cases complete on both sides (the others are counted, not compared),
+    the win rate, and the judge's flip rate over the pairs it judged in both orders."""
     if resolved.pairwise is None or resolved.baseline is None or variant == resolved.baseline.id:
         return None
-    prefs = [run.comparisons[(variant, c.id)].get("preference")
-             for c in resolved.cases if (variant, c.id) in run.comparisons]
-    return preference_counts(prefs)
+    mine, base = columns[variant], columns[resolved.baseline.id]
+    prefs: list[str | None] = []
+    orders: list[tuple[str, str]] = []
+    left_out = 0
+    for i, case in enumerate(resolved.cases):
+        record = run.comparisons.get((variant, case.id))
+        if record is None:
+            continue
+        if not (mine.complete(i) and base.complete(i)):
+            left_out += 1
+            continue
+        prefs.append(record.preference)
+        orders.extend((pair.ab, pair.ba) for pair in record.pairs)
+    return {**preference_counts(prefs, confidence), "excludedIncomplete": left_out, "flips": flip_rate(orders)}
 

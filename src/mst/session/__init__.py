@@ -1,4 +1,4 @@
-"""Canonical transcript events, transcript I/O and redaction (seed 002 §2)."""
+"""Canonical transcript events, transcript I/O and redaction (docs/graders.md, "The contract")."""
 
 from mst.session.events import (
     ASSISTANT_MESSAGE,

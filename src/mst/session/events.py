@@ -1,4 +1,4 @@
-"""Canonical transcript events (the unified session of seed 002 §2).
+"""Canonical transcript events: the unified session graders read (docs/graders.md).
 
 Events stay plain dicts end to end: a transcript of a million events must not pay for a model
 object per event. This module names the fields and builds the events mst's own clients write.
@@ -56,7 +56,7 @@ def format_header(component: str) -> Event:
 
 
 def is_event(value: Any) -> bool:
-    """The shape seed 002 requires: a dotted string type, an object data, a provenance object."""
+    """The canonical shape: a dotted string type, an object data, a provenance object."""
     return (
         isinstance(value, dict)
         and isinstance(value.get("type"), str)

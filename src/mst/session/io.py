@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from mst.runs.files import read_bytes, write_trial_file
+from mst.fileio import read_bytes, write_trial_file
 from mst.session.events import Event, is_event
 
 

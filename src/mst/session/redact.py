@@ -1,12 +1,21 @@
-"""Redaction of secrets (and configured patterns) before anything is written or graded."""
+"""Redaction of secrets (and configured patterns): the one piece that removes them, wherever a
+text, a JSON value, an ending or a file is about to be written, sent, graded or shown.
+
+Clients, providers and the MCP and CLI helpers redact error messages with
+:meth:`Redactor.of` (a request's secrets) and :meth:`Redactor.text` / :meth:`Redactor.ending`;
+the collector, grading and shard workers redact transcripts, records and wire lines with a
+:class:`Redactor` built from the secrets file and the eval's ``redact`` patterns."""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from mst.endings import Ending, Infrastructure
 
 REDACTED = "[REDACTED]"
 
@@ -22,6 +31,11 @@ class Redactor:
         parts = [re.escape(v) for v in values] + [f"(?:{p})" for p in patterns]
         self._regex = re.compile("|".join(parts)) if parts else None
 
+    @classmethod
+    def of(cls, secrets: Mapping[str, str]) -> Redactor:
+        """The redactor of a request's secrets (name → value): every value is removed."""
+        return cls(secrets.values())
+
     @property
     def active(self) -> bool:
         return self._regex is not None
@@ -30,6 +44,14 @@ class Redactor:
         if self._regex is None:
             return value
         return self._regex.sub(REDACTED, value)
+
+    def ending(self, ending: Ending) -> Ending:
+        """``ending`` with secrets removed from its text (it may quote an exception or a provider's error)."""
+        if self._regex is None:
+            return ending
+        if isinstance(ending, Infrastructure):
+            return replace(ending, why=self.text(ending.why))
+        return ending if ending.detail is None else replace(ending, detail=self.text(ending.detail))
 
     def value(self, value: Any) -> Any:
         """Redact strings anywhere inside JSON-like data; returns new containers, never mutates."""

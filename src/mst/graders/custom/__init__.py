@@ -1,4 +1,4 @@
-"""Runtimes for user-written graders (seed 002 §5), kept apart from the pure built-ins.
+"""Runtimes for user-written graders (docs/graders.md, "Custom graders run apart"), kept apart from the pure built-ins.
 
 * :mod:`~mst.graders.custom.js` — custom JavaScript graders in a restricted Node.js process;
 * :mod:`~mst.graders.custom.bash_check` — static analysis of ``operational-value`` Bash;

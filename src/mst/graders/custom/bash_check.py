@@ -1,4 +1,4 @@
-"""Static analysis of ``operational-value`` Bash (seed 002 §5): detected file writes and dynamic
+"""Static analysis of ``operational-value`` Bash (docs/graders.md): detected file writes and dynamic
 execution are rejected before the script may run.
 
 The script is parsed with tree-sitter-bash and every node is visited once. A parse with errors
@@ -20,7 +20,7 @@ is rejected outright: what the parser could not read, the analysis cannot vouch 
   expansions (session text would become program text) are rejected.
 
 Each rejection names its line and the construct. This is a guard against mistakes, not a
-sandbox: static analysis of Bash is not proof of safety (seed 002 §5). Known blind spots are
+sandbox: static analysis of Bash is not proof of safety (docs/graders.md). Known blind spots are
 documented rather than guessed at: arithmetic evaluation of data (``[[ $x -eq 1 ]]`` evaluates
 ``$x`` as an expression, which can run a command substitution hidden in an array subscript), and
 programs a read-only tool loads from elsewhere. Authors must never execute session text as code.

@@ -1,18 +1,18 @@
-"""The bounded Bash compatibility runtime for ``operational-value`` (seed 002 §5).
+"""The bounded Bash compatibility runtime for ``operational-value`` (docs/graders.md).
 
 The script's bytes were frozen when the eval was resolved; those bytes, not the file on disk,
 are analyzed again (:mod:`~mst.graders.custom.bash_check`) and then run as
 ``bash --noprofile --norc SCRIPT SESSION_FILE`` with:
 
 * the redacted session as JSONL in a temporary file: ``$1``, ``MST_SESSION_FILE`` and
-  ``GH_AW_SESSION_FILE`` (scripts written for the seed's format work unchanged);
+  ``GH_AW_SESSION_FILE`` (scripts written for the GitHub Agentic Workflows graders work unchanged);
 * the grader's configuration as JSON in ``MST_GRADER_CONFIG`` and ``GH_AW_GRADER_CONFIG``;
 * empty stdin (legacy scripts that read a request from stdin must read the session file);
 * an environment of exactly those variables and a minimal ``PATH`` — no credential of the
   parent reaches the script — and a fresh temporary working directory;
 * 120 s of wall-clock time and 1 MiB per output stream, the whole process group killed beyond.
 
-Output contract (unchanged from the seed's evaluators): stdout is a non-empty JSON array of
+Output contract (the one GitHub Agentic Workflows' evaluators use): stdout is a non-empty JSON array of
 objects with unique string ``id`` and a finite-or-null ``value``; the first gives
 ``operational-value``'s value, the rest are diagnostics. Anything else is an error. Bash is
 repository-trusted code, not a sandbox: this bounds it, it does not contain it.
@@ -56,7 +56,7 @@ class BashOutcome:
 
 
 def session_jsonl(session: Sequence[Mapping[str, Any]]) -> bytes:
-    """One event per line, as the seed's session file."""
+    """One event per line, as a JSONL session file."""
     return b"".join(orjson.dumps(event) + b"\n" for event in session)
 
 

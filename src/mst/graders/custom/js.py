@@ -1,4 +1,4 @@
-"""Custom JavaScript graders, run in a separate restricted Node.js process (seed 002 §5).
+"""Custom JavaScript graders, run in a separate restricted Node.js process (docs/graders.md).
 
 A user's script never runs in the mst process. All custom JavaScript graders of one trial go to
 one Node process (starting Node is most of the cost of a trivial grader), and each still runs

@@ -1,6 +1,6 @@
 """The custom phase of grading: every enabled custom grader of one trial, after the built-ins.
 
-Kept apart from :mod:`mst.graders.results` so that the split the seed requires is visible in the
+Kept apart from :mod:`mst.graders.results` so that the split between the two phases (docs/graders.md) is visible in the
 code: the built-in phase never imports this module's runtimes, and nothing here ever runs a
 built-in. Each custom grader yields an outcome (a measurement, or an error saying why there is
 none); the caller turns outcomes into schema-v2 results next to the built-ins' results.

@@ -1,5 +1,5 @@
 'use strict';
-// mst custom JavaScript grader runtime (seed 002 §5), run by mst/graders/custom/js.py as:
+// mst custom JavaScript grader runtime (docs/graders.md), run by mst/graders/custom/js.py as:
 //   prlimit ... unshare --net node --experimental-permission --allow-fs-read=<this file> ... runtime.js
 // with an empty environment and a fresh temporary cwd. The process boundary (permission model,
 // network namespace, heap and address-space limits, wall-clock kill) is what contains a grader;

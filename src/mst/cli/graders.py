@@ -2,11 +2,13 @@
 
 Commands only read files and print; the computation is :func:`mst.graders.replay` and
 :func:`mst.graders.analyze_experiment`, the same code the grading phase uses. A user error
-(missing file, invalid config, legacy payload) exits with status 2 and one line on stderr.
+(missing file, invalid config, legacy payload) is :class:`mst.errors.UserError`: one line on
+stderr and exit status 2, as in every command (:mod:`mst.cli.handling`).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,8 +20,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from mst.config.errors import UserError as InputError
+from mst.cli.handling import handle_errors
+from mst.cli.options import confidence_option
 from mst.config.yamlfile import parse_yaml
+from mst.errors import EXIT_USER, UserError
 from mst.graders import (
     BUILTINS,
     DEFAULT_MIN_SAMPLES,
@@ -32,12 +36,6 @@ from mst.graders import (
 from mst.session.io import TranscriptError, read_transcript
 
 
-class UserError(click.ClickException):
-    """A problem with the user's input: one line, exit status 2, no traceback."""
-
-    exit_code = 2
-
-
 def _load_document(path: Path, what: str) -> Any:
     """YAML or JSON (YAML is a superset, so one parser reads both)."""
     try:
@@ -48,7 +46,7 @@ def _load_document(path: Path, what: str) -> Any:
         raise UserError(f"cannot read {what} {path}: {exc.__class__.__name__}") from None
     try:
         return parse_yaml(text.encode(), str(path))[0]  # bounded: no alias bomb, no deep nesting
-    except InputError as exc:
+    except UserError as exc:
         first = exc.problems[0]
         where = f" at line {first.line}" if first.line is not None else ""
         raise UserError(f"{what} {path} is not valid YAML or JSON{where}: {first.message}") from None
@@ -80,6 +78,7 @@ def graders() -> None:
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="YAML/JSON graders config or manifest.")
 @click.option("--expected", "expected_path", type=click.Path(path_type=Path), help="The case's expected value.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest and results as JSON.")
+@handle_errors
 def graders_run(session: Path, config_path: Path | None, expected_path: Path | None, as_json: bool) -> None:
     """Run the enabled graders on SESSION (unified-session JSONL or a JSON array of events)."""
     try:
@@ -124,6 +123,7 @@ def _print_results(results: list[dict[str, Any]], source: str) -> None:
 
 @graders.command("check-shell")
 @click.argument("script", type=click.Path(path_type=Path))
+@handle_errors
 def graders_check_shell(script: Path) -> None:
     """Analyze an operational-value Bash SCRIPT: accepted (exit 0), or each rejection (exit 2)."""
     from mst.graders.custom.bash_check import analyze_shell
@@ -135,7 +135,7 @@ def graders_check_shell(script: Path) -> None:
     analysis = analyze_shell(source)
     click.echo(f"{script}: {analysis.summary()}")
     if not analysis.accepted:
-        raise SystemExit(2)
+        sys.exit(EXIT_USER)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,7 +210,7 @@ def _print_analysis(analysis: dict[str, Any]) -> None:
         title = f"{metric['id']} ({metric['unit'] or 'value'}, {metric['direction']} is better)"
         table = Table(title=title, box=box.SIMPLE_HEAD)
         table.add_column("variant", no_wrap=True)
-        table.add_column("n (excl.)", no_wrap=True)
+        table.add_column("n (excl., incompl.)", no_wrap=True)
         table.add_column(f"mean [{level} CI]")
         table.add_column(f"Δ vs baseline [{level} CI]")
         table.add_column("p", no_wrap=True)
@@ -219,7 +219,7 @@ def _print_analysis(analysis: dict[str, Any]) -> None:
             diff = arm["difference"] or {}
             table.add_row(
                 f"{arm['variant']} (baseline)" if arm["baseline"] else arm["variant"],
-                f"{arm['n']} ({arm['excluded']})",
+                f"{arm['n']} ({arm['excluded']}, {arm['excludedIncomplete']})",
                 _with_interval(arm["mean"], arm["interval"]),
                 _with_interval(diff.get("value"), diff.get("interval")),
                 _fmt(diff.get("pValue")),
@@ -227,17 +227,43 @@ def _print_analysis(analysis: dict[str, Any]) -> None:
             )
         console.print(table)
     console.print(
-        f"min samples per arm: {analysis['minSamples']}; missing, unavailable and errored results are "
-        "excluded, never counted as zero. Execution metrics are not evidence of task correctness."
+        f"means weigh every case equally; Δ is the mean of per-case differences over the cases both arms "
+        f"have; a decision needs at least {analysis['minSamples']} paired cases and a non-zero spread. "
+        "Missing, unavailable and errored results and the trials of incomplete cases are excluded, never "
+        "counted as zero. Execution metrics are not evidence of task correctness."
     )
+
+
+def _incomplete(run_dir: Path) -> set[tuple[str, str]]:
+    """The (variant, case) pairs summary.json marks incomplete: left out of the analysis."""
+    from mst.runs.record_files import read_record_file
+
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        return set()
+    rows = read_record_file(path, "summary.json", "cases").records()
+    return {(str(v), str(row["id"])) for row, _ in rows
+            for v, entry in (row.get("variants") or {}).items() if entry.get("status") == "incomplete"}
+
+
+def _bounds(run_dir: Path) -> dict[str, tuple[float | None, float | None]]:
+    """Each grader's declared (min, max), from the first grader manifest of the run."""
+    manifest = next(iter(sorted((run_dir / "graders").glob("*/*/*/grader_manifest.json"))), None)
+    doc = _read_json(manifest) if manifest is not None else {}
+    graders = doc.get("graders") if isinstance(doc, dict) else None
+    return {str(g["id"]): (g.get("min"), g.get("max")) for g in graders or [] if isinstance(g, dict) and "id" in g}
 
 
 @experiments.command("analyze")
 @click.argument("run_dir", metavar="RUN", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
-@click.option("--min-samples", type=click.IntRange(min=1), default=DEFAULT_MIN_SAMPLES, show_default=True)
+@click.option("--min-samples", type=click.IntRange(min=1), default=DEFAULT_MIN_SAMPLES, show_default=True,
+              help="Fewest paired cases (not trials) before a better/worse decision.")
 @click.option("--metric", "metric_refs", multiple=True, help="grader:<id> or graders.<id>.value (repeatable).")
-def experiments_analyze(run_dir: Path, as_json: bool, min_samples: int, metric_refs: tuple[str, ...]) -> None:
+@confidence_option
+@handle_errors
+def experiments_analyze(run_dir: Path, as_json: bool, min_samples: int, metric_refs: tuple[str, ...],
+                        confidence: float) -> None:
     """Compare variants of RUN on grader metrics, each against the baseline variant."""
     run_json_path = run_dir / "run.json"
     if not run_json_path.is_file():
@@ -253,7 +279,8 @@ def experiments_analyze(run_dir: Path, as_json: bool, min_samples: int, metric_r
         raise UserError(f"{run_json_path}: 'metrics' must be a list of grader:<id> references")
     metrics = _metric_ids(refs, present) if refs else _default_order(present)
     analysis = analyze_experiment(
-        observations, variants=variants, baseline=baseline, metrics=metrics, min_samples=min_samples
+        observations, variants=variants, baseline=baseline, metrics=metrics, min_samples=min_samples,
+        confidence=confidence, incomplete=_incomplete(run_dir), bounds=_bounds(run_dir),
     )
     if as_json:
         _dump(analysis)

@@ -4,33 +4,30 @@ Why clustered: the trials of one case are not independent — a hard case fails 
 trials — so treating N trials as N independent draws overstates precision by up to the number
 of trials per case. Every interval here treats the *case* as the unit of sampling.
 
-**Trial pass rate** (``pass_rate``): the ratio estimator p = Σcᵢ / Σnᵢ over complete cases
-(cᵢ passes of nᵢ trials in case i) with the cluster-robust (CR1) variance
-
-    V = G/(G−1) · Σ (cᵢ − p·nᵢ)² / (Σnᵢ)²
-
-and a t interval with G−1 degrees of freedom (G = number of cases): the G/(G−1) factor and the
-t quantile are the usual small-sample corrections. When V is 0 (every case has the same pass
-fraction — typically all trials pass, or all fail) or G < 2, the sandwich interval collapses to
-a point, which is never honest. Then we fall back to a **Wilson score interval with the number
-of cases as the sample size**: treating each case as one observation is the worst case of
-within-case correlation, so the interval is conservative, and Wilson behaves well at 0 and 1.
-The method used is reported with the interval.
+**Trial pass rate** (``pass_rate``): the mean over complete cases of each case's fraction of
+passing trials, every case weighing the same (so it equals pass@1, and a paired difference of
+pass rates is the difference of these means). Its interval is a Wilson score interval on the
+effective sample size from the design effect (:func:`mst.statistics.intervals.proportion_of_cases`): it
+holds its coverage near 0% and 100%, where p ± t·SE does not. With one case there is no
+interval (``method: single-case``). See docs/statistics.md.
 
 **Incomplete cases** (short of a trial, or with an ungraded trial) are neither passed nor
-failed and are left out of every rate (seed 001).
+failed and are left out of every rate and mean (docs/endings.md, "Incomplete cases";
+docs/statistics.md).
 
-The t distribution and the clustered and paired estimators live in :mod:`mst.statistics`.
+The t distribution and the case means live in :mod:`mst.statistics.intervals`, the paired
+estimators and the sign test in :mod:`mst.statistics.paired`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any, Literal, Protocol
 
-from mst.statistics import CONFIDENCE, t_quantile, wilson_interval
+from mst.statistics.intervals import CONFIDENCE, proportion_of_cases, wilson_interval
+from mst.statistics.paired import sign_test
 
 CaseStatus = Literal["passed", "failed", "incomplete"]
 
@@ -94,30 +91,17 @@ def case_status(
 # Pass rate, pass@k, pass^k
 
 
-def pass_rate(counts: Iterable[tuple[int, int]]) -> dict[str, Any]:
-    """Trial pass rate over cases given as (passed, trials), with a case-clustered 95% interval.
+def pass_rate(counts: Iterable[tuple[int, int]], confidence: float = CONFIDENCE) -> dict[str, Any]:
+    """Trial pass rate over cases given as (passed, trials), equal weight per case, with an
+    interval that holds near the bounds.
 
-    Returns ``{estimate, low, high, method, cases, trials}``; all ``None`` without a case.
-    ``method`` is ``"cluster-t"`` or ``"wilson-cases"`` (see the module docstring).
+    Returns ``{estimate, low, high, method, effectiveN, weighting, cases, trials}``; the
+    figures are ``None`` without a case. ``method`` is ``wilson-effective``, ``wilson-cases`` or
+    ``single-case`` (see :func:`mst.statistics.intervals.proportion_of_cases`).
     """
     pairs = [(c, n) for c, n in counts if n > 0]
-    g = len(pairs)
-    total = sum(n for _, n in pairs)
-    if g == 0:
-        return {"estimate": None, "low": None, "high": None, "method": None, "cases": 0, "trials": 0}
-    successes = sum(c for c, _ in pairs)
-    p = successes / total
-    variance = 0.0
-    if g >= 2:
-        ss = math.fsum((c - p * n) ** 2 for c, n in pairs)
-        variance = g / (g - 1) * ss / (total * total)
-    if variance > 1e-18:
-        half = t_quantile(0.5 + CONFIDENCE / 2, g - 1) * math.sqrt(variance)
-        low, high, method = max(0.0, p - half), min(1.0, p + half), "cluster-t"
-    else:
-        low, high = wilson_interval(p * g, g)
-        method = "wilson-cases"
-    return {"estimate": p, "low": low, "high": high, "method": method, "cases": g, "trials": total}
+    rate = proportion_of_cases([c / n for c, n in pairs], sum(n for _, n in pairs), confidence)
+    return {**rate, "weighting": "case", "cases": len(pairs), "trials": sum(n for _, n in pairs)}
 
 
 def pass_at_k_curve(n: int, c: int, k_max: int) -> tuple[list[float], list[float]]:
@@ -167,7 +151,8 @@ def case_row(ct: CaseTrials, rule: CasePassRule = "all") -> dict[str, Any]:
             "graded": len(graded), "passed": passed, "passRate": passed / len(graded) if graded else None}
 
 
-def variant_stats(cases: Mapping[str, CaseTrials], rule: CasePassRule = "all") -> dict[str, Any]:
+def variant_stats(cases: Mapping[str, CaseTrials], rule: CasePassRule = "all",
+                  confidence: float = CONFIDENCE) -> dict[str, Any]:
     """Everything the summary reports for one variant, JSON-ready.
 
     ``{cases: {total, passed, failed, incomplete}, passRate: {…pass_rate}, casePassRate:
@@ -197,42 +182,46 @@ def variant_stats(cases: Mapping[str, CaseTrials], rule: CasePassRule = "all") -
     decided = counts["passed"] + counts["failed"]
     case_rate: dict[str, Any] = {"estimate": None, "low": None, "high": None, "cases": decided}
     if decided:
-        low, high = wilson_interval(counts["passed"], decided)
+        z = NormalDist().inv_cdf(0.5 + confidence / 2)
+        low, high = wilson_interval(counts["passed"], decided, z)
         case_rate.update(estimate=counts["passed"] / decided, low=low, high=high)
     return {
         "cases": {"total": len(cases), **counts},
-        "passRate": pass_rate(complete),
+        "passRate": pass_rate(complete, confidence),
         "casePassRate": case_rate,
         "passAtK": at_k,
         "passHatK": hat_k,
     }
 
 
-def preference_counts(preferences: Iterable[str | None]) -> dict[str, Any]:
+_SCORE: dict[str | None, float] = {"candidate": 1.0, "tie": 0.5, "baseline": 0.0}
+
+
+def preference_counts(preferences: Iterable[str | None], confidence: float = CONFIDENCE) -> dict[str, Any]:
     """Tally case preferences (``candidate``/``baseline``/``tie``; ``None`` = not compared).
 
     ``p`` is a two-sided exact sign test of wins against losses (ties left out), so a report
-    can say whether the candidate's edge over the baseline is more than chance.
+    can say whether the candidate's edge over the baseline is more than chance. ``winRate`` is
+    the share of compared cases the candidate won, a tie counting half, with an interval on the
+    cases (:func:`mst.statistics.intervals.proportion_of_cases`, each case one unit).
     """
-    wins = ties = losses = missing = 0
-    for pref in preferences:
-        if pref == "candidate":
-            wins += 1
-        elif pref == "baseline":
-            losses += 1
-        elif pref == "tie":
-            ties += 1
-        else:
-            missing += 1
-    decided = wins + losses
-    p: float | None = None
-    if decided:
-        k = min(wins, losses)
-        # P(X ≤ k) for X ~ Binomial(decided, 1/2), in log space to stay O(decided) and exact enough.
-        log_half = decided * math.log(0.5)
-        tail = math.fsum(
-            math.exp(math.lgamma(decided + 1) - math.lgamma(i + 1) - math.lgamma(decided - i + 1) + log_half)
-            for i in range(k + 1)
-        )
-        p = min(1.0, 2.0 * tail)
-    return {"wins": wins, "ties": ties, "losses": losses, "notCompared": missing, "p": p}
+    given = list(preferences)
+    scores = [_SCORE[p] for p in given if p in _SCORE]
+    wins = sum(1 for s in scores if s == 1.0)
+    losses = sum(1 for s in scores if s == 0.0)
+    ties = len(scores) - wins - losses
+    missing = len(given) - len(scores)
+    rate = proportion_of_cases(scores, len(scores), confidence)
+    return {"wins": wins, "ties": ties, "losses": losses, "notCompared": missing, "p": sign_test(wins, losses),
+            "winRate": {k: rate[k] for k in ("estimate", "low", "high", "method")}}
+
+
+def flip_rate(orders: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """How often a pair's preference changed with the order it was shown in: a judge's
+    position bias. ``orders`` holds each judged pair's (A/B, B/A) preference, both expressed as
+    the side preferred (``candidate``/``baseline``/``tie``); a pair flips when they differ."""
+    pairs = flips = 0
+    for ab, ba in orders:
+        pairs += 1
+        flips += ab != ba
+    return {"pairs": pairs, "flips": flips, "rate": flips / pairs if pairs else None}

@@ -1,54 +1,25 @@
 """The `mst` command: parse arguments, call the library, print. Nothing else lives here.
 
-Exit codes (stable, for CI gates):
-  0  completed: every case complete (passed or failed)
-  1  internal error (a bug in mst: please report it)
-  2  user error: bad eval file, bad run directory, bad arguments
-  3  completed with incomplete cases (infrastructure failures or ungraded trials remain)
-  130 interrupted (Ctrl-C); the run is resumable
+Exit codes (stable, for CI gates) are :data:`mst.errors.EXIT_CODES`: 0 every case complete,
+1 internal error, 2 user error, 3 completed with incomplete cases, 4 a regression (`mst gate`,
+`mst run --fail-on-regression`; docs/statistics.md), 130 interrupted (resumable).
 """
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
 from mst import __version__
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-EXIT_USER = 2
-EXIT_INTERNAL = 1
-EXIT_INTERRUPTED = 130
-
-
-def _handle_errors(fn: F) -> F:
-    """User errors become one clear line per problem and exit 2 — never a traceback."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from mst.config.errors import UserError
-
-        try:
-            return fn(*args, **kwargs)
-        except UserError as exc:
-            for problem in exc.problems:
-                click.secho(f"error: {str(problem).lstrip(': ')}", fg="red", err=True)
-            sys.exit(EXIT_USER)
-        except KeyboardInterrupt:
-            click.secho("interrupted: the run is resumable with `mst run --resume RUN`", fg="yellow", err=True)
-            sys.exit(EXIT_INTERRUPTED)
-
-    return wrapper  # type: ignore[return-value]
+from mst.cli.handling import handle_errors
+from mst.cli.options import confidence_option
+from mst.statistics import MIN_CASES
 
 
 class _Main(click.Group):
-    """The optional command groups (mst._cli_graders pulls in the graders and rich) are imported
+    """The optional command groups (mst.cli.graders pulls in the graders and rich) are imported
     only when a command needs them, so `mst --version` and `mst run` do not pay for them."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -69,10 +40,10 @@ def main() -> None:
 
 @main.command()
 @click.argument("eval_file", type=click.Path(path_type=Path))
-@_handle_errors
+@handle_errors
 def validate(eval_file: Path) -> None:
     """Check an eval file: schema, datasets, client settings, judges, graders."""
-    from mst.resolve import resolve_eval
+    from mst.config.resolve import resolve_eval
 
     resolved = resolve_eval(eval_file)
     trials = sum(c.trials for c in resolved.cases) * len(resolved.variants)
@@ -101,11 +72,17 @@ def schema() -> None:
 @click.option("--runner", help="Run shards on this runner: process, ray, command, or a plugin.")
 @click.option("--runner-option", "runner_options", multiple=True, metavar="KEY=VALUE",
               help="A runner option (repeatable): shards=N, keep=true, or the runner's own.")
-@_handle_errors
+@click.option("--fail-on-regression", is_flag=True,
+              help="Exit 4 when a candidate's pass rate is significantly worse than the baseline's (mst gate).")
+@click.option("--summary-md", type=click.Path(path_type=Path),
+              help="With --fail-on-regression: append the gate's Markdown summary here.")
+@confidence_option
+@handle_errors
 def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concurrency: int | None,
-        secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...]) -> None:
+        secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...],
+        fail_on_regression: bool, summary_md: Path | None, confidence: float) -> None:
     """Collect and grade an eval (TARGET = eval file), or resume a run (--resume TARGET = run dir)."""
-    from mst import pipeline
+    from mst import api as pipeline
     from mst.report.terminal import RichProgress, print_summary
     from mst.runs.layout import resolve_run_dir
 
@@ -113,13 +90,20 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
         if resume:
             outcome = pipeline.resume_run(resolve_run_dir(target), concurrency=concurrency,
                                           secrets_file=secrets_file, progress=progress, runner=runner,
-                                          runner_options=runner_options)
+                                          runner_options=runner_options, confidence=confidence)
         else:
             outcome = pipeline.run_eval(target, runs_dir=runs_dir, no_grade=no_grade, concurrency=concurrency,
                                         secrets_file=secrets_file, progress=progress, runner=runner,
-                                        runner_options=runner_options)
+                                        runner_options=runner_options, confidence=confidence)
     print_summary(outcome.run, outcome.summary, as_json=as_json)
     _print_notes(outcome.notes)
+    if fail_on_regression:
+        from mst.cli.stats import run_gate
+        from mst.errors import EXIT_REGRESSION
+
+        if run_gate(outcome.run.paths.root, against=None, metrics=(), confidence=confidence,
+                    min_cases=MIN_CASES, summary_md=summary_md):
+            sys.exit(EXIT_REGRESSION)
     sys.exit(outcome.exit_code)
 
 
@@ -133,18 +117,20 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
 @click.option("--runner", help="Run shards on this runner: process, ray, command, or a plugin.")
 @click.option("--runner-option", "runner_options", multiple=True, metavar="KEY=VALUE",
               help="A runner option (repeatable): shards=N, keep=true, or the runner's own.")
-@_handle_errors
+@confidence_option
+@handle_errors
 def grade(run_dir: Path, resume: bool, eval_file: Path | None, runs_dir: Path | None,
-          secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...]) -> None:
+          secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...],
+          confidence: float) -> None:
     """Regrade a stored run into a new run (regradeOf), without collecting again."""
-    from mst import pipeline
+    from mst import api as pipeline
     from mst.report.terminal import RichProgress, print_summary
     from mst.runs.layout import resolve_run_dir
 
     with RichProgress(enabled=not as_json) as progress:
         outcome = pipeline.grade(resolve_run_dir(run_dir), eval_path=eval_file, resume=resume,
                                  runs_dir=runs_dir, secrets_file=secrets_file, progress=progress,
-                                 runner=runner, runner_options=runner_options)
+                                 runner=runner, runner_options=runner_options, confidence=confidence)
     print_summary(outcome.run, outcome.summary, as_json=as_json)
     _print_notes(outcome.notes)
     sys.exit(outcome.exit_code)
@@ -183,7 +169,10 @@ def _attach_optional_groups() -> None:
     if _optional_attached:
         return
     _optional_attached = True
-    from mst._cli_graders import experiments, graders
+    from mst.cli.graders import experiments, graders
+    from mst.cli.stats import gate_command, plan_command
 
     main.add_command(graders)
     main.add_command(experiments)
+    main.add_command(gate_command)
+    main.add_command(plan_command)

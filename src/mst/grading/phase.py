@@ -1,8 +1,9 @@
 """The grading phase over a run directory: decide what to grade, grade it, journal it.
 
-Used by `mst run` (after collecting), `mst run --resume`, `mst grade` (a regrade into a new run)
-and `mst grade --resume` (in place). All of them call :func:`grade_trial`,
-:func:`compare_pairwise` and the graders in the same way, through one :class:`GradingSource`.
+Used by `mst run` (after collecting), `mst run --resume`, `mst grade` (a regrade into a new run),
+`mst grade --resume` (in place), a grade shard's worker and the coordinator's assembly of its
+records. All of them call :func:`grade_trial` (assertions, judges and graders) and
+:func:`compare_pairwise` in the same way, through one :class:`GradingSource` (docs/grading.md).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import threading
 from collections import deque
 from collections.abc import Callable, Iterator, MutableSequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,14 +21,18 @@ from mst import endings
 from mst.config.errors import Problem, UserError
 from mst.config.resolved import ResolvedCase, ResolvedEval
 from mst.config.secrets import in_environment
-from mst.grading import GradingSource, LiveSource, TrialView, compare_pairwise, grade_trial
-from mst.progress import Progress
-from mst.runs.files import Journal, atomic_write_bytes, json_file_bytes, write_trial_file
+from mst.fileio import atomic_write_bytes, json_file_bytes, write_trial_file
+from mst.grading.context import GradingContext
+from mst.grading.grade import compare_pairwise, grade_trial
+from mst.grading.judges import TrialView
+from mst.grading.sources import GradingSource, LiveSource
+from mst.runs.files import Journal
+from mst.runs.grading_records import CaseComparison, GraderOutput, TrialGrading, VerdictRecord
 from mst.runs.layout import Key, RunPaths
+from mst.runs.progress import Progress
 from mst.runs.records import KeyList
 from mst.runs.run import Run
-from mst.session.io import TranscriptError, dumps_jsonl
-from mst.session.redact import Redactor
+from mst.session.io import dumps_jsonl
 
 K = TypeVar("K")
 R = TypeVar("R")
@@ -37,19 +41,14 @@ R = TypeVar("R")
 @dataclass
 class GradePlan:
     trials: MutableSequence[Key] | KeyList[Key] = field(default_factory=list)
-    keep: dict[Key, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    keep: dict[Key, dict[str, VerdictRecord]] = field(default_factory=dict)
     pairs: list[tuple[str, str]] = field(default_factory=list)  # (candidate, case)
 
-    @staticmethod
-    def grader_ids(resolved: ResolvedEval) -> list[str]:
-        config = resolved.graders
-        return sorted(config.enabled_ids) if config is not None else []
 
-
-def plan_grading(run: Run, resolved: ResolvedEval, *, resume: bool) -> GradePlan:
+def plan_grading(run: Run, resolved: ResolvedEval, context: GradingContext, *, resume: bool) -> GradePlan:
     """What needs grading. With ``resume``, valid earlier verdicts are kept, not redone."""
     if resume:
-        _refuse_changed_judges(run, resolved)
+        _refuse_changed_judges(run, resolved, context)
     index = run.attempts.key_index
     plan = GradePlan(trials=KeyList(index))  # slots, not key tuples: 8 bytes a trial
     cases = {c.id: c for c in resolved.cases}  # resolved.case() scans: quadratic over a big run
@@ -58,44 +57,43 @@ def plan_grading(run: Run, resolved: ResolvedEval, *, resume: bool) -> GradePlan
         if not endings.is_trial(run.ending(key)):
             continue
         earlier = run.trial_grades.get(key) if resume else None
-        if earlier is not None and earlier.get("status") == "graded" and _still_valid(earlier, resolved, cases[key[1]]):
+        if earlier is not None and earlier.status == "graded" and _still_valid(earlier, context, cases[key[1]]):
             continue
         plan.trials.append(key)
         if earlier is not None:
-            plan.keep[key] = {v["judge"]: v for v in earlier.get("verdicts", [])}
+            plan.keep[key] = {v.judge: v for v in earlier.verdicts}
     baseline = resolved.baseline
     if resolved.pairwise is not None and baseline is not None:
         for case in resolved.cases:
             for variant in resolved.variants:
                 if variant.id == baseline.id:
                     continue
-                earlier = run.comparisons.get((variant.id, case.id)) if resume else None
-                if earlier is None or not _comparison_valid(earlier, run, resolved, variant.id, baseline.id, case):
+                earlier_pair = run.comparisons.get((variant.id, case.id)) if resume else None
+                if earlier_pair is None or not _comparison_valid(earlier_pair, run, resolved, variant.id,
+                                                                 baseline.id, case):
                     plan.pairs.append((variant.id, case.id))
     return plan
 
 
-def _still_valid(earlier: dict[str, Any], resolved: ResolvedEval, case: ResolvedCase) -> bool:
+def _still_valid(earlier: TrialGrading, context: GradingContext, case: ResolvedCase) -> bool:
     """A graded trial stays graded when every judge that graded it is unchanged."""
-    from mst.grading.grade import grader_names
-
-    current = dict(grader_names(case))
-    recorded = {v["judge"]: v.get("identity") for v in earlier.get("verdicts", [])}
-    return current == recorded and _graders_done(earlier, resolved)
+    current = dict(context.plan(case).names())
+    recorded = {v.judge: v.identity for v in earlier.verdicts}
+    return current == recorded and _graders_done(earlier, context)
 
 
-def _graders_done(earlier: dict[str, Any], resolved: ResolvedEval) -> bool:
-    wanted = set(GradePlan.grader_ids(resolved))
-    have = {g["id"] for g in earlier.get("graders", []) if g.get("status") != "error"}
+def _graders_done(earlier: TrialGrading, context: GradingContext) -> bool:
+    wanted = set(context.grader_ids)
+    have = {g.id for g in earlier.graders or () if g.status != "error"}
     return wanted <= have
 
 
-def _comparison_valid(earlier: dict[str, Any], run: Run, resolved: ResolvedEval, candidate: str,
+def _comparison_valid(earlier: CaseComparison, run: Run, resolved: ResolvedEval, candidate: str,
                       baseline: str, case: ResolvedCase) -> bool:
     assert resolved.pairwise is not None
-    if earlier.get("identity") != resolved.pairwise.identity or earlier.get("errors"):
+    if earlier.identity != resolved.pairwise.identity or earlier.errors:
         return False
-    compared = {p["trial"] for p in earlier.get("pairs", [])}
+    compared = {p.trial for p in earlier.pairs}
     return compared == set(_pair_indexes(run, candidate, baseline, case))
 
 
@@ -108,21 +106,19 @@ def _is_trial(run: Run, key: Key) -> bool:
     return key in run.attempts and endings.is_trial(run.ending(key))
 
 
-def _refuse_changed_judges(run: Run, resolved: ResolvedEval) -> None:
+def _refuse_changed_judges(run: Run, resolved: ResolvedEval, context: GradingContext) -> None:
     """Resume refuses when the cases or the set of judges changed since the grading began."""
-    recorded = run.meta.get("grading")
-    if not recorded:
+    recorded = run.meta.grading
+    if recorded is None:
         return
-    run_cases = {c["id"] for c in run.meta["cases"]}
-    if run_cases != {c.id for c in resolved.cases}:
+    if run.meta.case_ids != {c.id for c in resolved.cases}:
         raise UserError(Problem(str(run.paths.run_json), "the eval's cases changed since this run was graded; "
                                 "regrade it with `mst grade RUN` instead of --resume"))
-    judges = {c.id: sorted(j.id for j in c.judges) for c in resolved.cases}
     pairwise = resolved.pairwise.id if resolved.pairwise else None
-    if recorded.get("judges") != judges or recorded.get("pairwise") != pairwise:
+    if dict(recorded.judges) != dict(context.judges) or recorded.pairwise != pairwise:
         raise UserError(Problem(str(run.paths.run_json), "the set of judges changed since this run was graded; "
                                 "regrade it with `mst grade RUN` instead of --resume"))
-    if recorded.get("graders", []) != GradePlan.grader_ids(resolved):
+    if list(recorded.graders) != context.grader_ids:
         raise UserError(Problem(str(run.paths.run_json), "the set of graders changed since this run was graded; "
                                 "regrade it with `mst grade RUN` instead of --resume"))
 
@@ -132,55 +128,67 @@ def _refuse_changed_judges(run: Run, resolved: ResolvedEval) -> None:
 
 def trial_view(run: Run, key: Key, case: ResolvedCase) -> TrialView:
     record = run.attempts[key]
-    transcript = record.get("transcript")
-    artifacts = record.get("artifacts")
+    transcript, artifacts = record.transcript, record.artifacts
     return TrialView.of(
-        case, variant=key[0], trial=key[2], answer=record.get("answer"), ending=record["ending"],
-        transcript=f"{run.root}/{transcript}" if transcript else None, usage=record.get("usage"),
+        case, variant=key[0], trial=key[2], answer=record.answer, ending=record.ending,
+        transcript=f"{run.root}/{transcript}" if transcript else None, usage=record.usage,
         artifacts_dir=run.paths.root / artifacts if artifacts else None,
     )
 
 
-def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, *, secrets: dict[str, str],
-              progress: Progress, source: GradingSource | None = None,
-              on_record: Callable[[dict[str, Any]], None] | None = None) -> None:
+def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: GradingContext, *,
+              secrets: dict[str, str], progress: Progress, source: GradingSource | None = None,
+              on_record: Callable[[TrialGrading | CaseComparison], None] | None = None) -> None:
     """Grade what ``plan`` lists, journaling each record as it is made.
 
-    ``source`` is where judge verdicts come from: live calls by default, or a grade shard's
-    recording (a worker) or its records (the coordinator's assembly), so all three run this
-    same code. ``on_record`` sees each journaled record, as a grade worker ships them.
+    ``source`` is where every verdict and grader result comes from: computed here by default, or
+    recorded by a grade worker, or replayed from a shard's records (the coordinator's assembly),
+    so all three run this same code. ``on_record`` sees each journaled record, as a grade worker
+    ships them. ``context`` carries the run's redactor: records and grader files are redacted.
     """
     source = source if source is not None else LiveSource(resolved.base_dir)
-    redactor = Redactor(secrets.values(), resolved.config.redact)
     progress.start("grade", len(plan.trials) + len(plan.pairs))
     cases = {c.id: c for c in resolved.cases}  # resolved.case() scans: quadratic over a big run
-    def grade_one(key: Key, view: TrialView) -> dict[str, Any]:
-        case = cases[key[1]]
-        record = grade_trial(view, case, source, keep=plan.keep.get(key)).to_json()
-        _run_graders(run, resolved, key, view, record, redactor)
-        redacted: dict[str, Any] = redactor.value(record)
-        return redacted
+
+    def grade_one(key: Key, view: TrialView) -> tuple[TrialGrading, dict[str, Any]]:
+        grading = grade_trial(view, cases[key[1]], source, keep=plan.keep.get(key), context=context)
+        if grading.output is not None:
+            _write_grader_files(run, key, grading.output, context)
+            grading = grading.with_graders_path(RunPaths.graders_rel(*key))
+        return _redacted(grading, context)
 
     # Views and earlier records are read here, in this thread; only the judging runs in the pool.
     trials = ((key, functools.partial(grade_one, key, trial_view(run, key, cases[key[1]])))
               for key in plan.trials)
-    pairs = ((pair, _pairwise_job(run, resolved, pair[0], cases[pair[1]], source, redactor))
+    pairs = ((pair, _pairwise_job(run, resolved, pair[0], cases[pair[1]], source, context))
              for pair in plan.pairs)
     cfg = resolved.config
     workers = (cfg.gradingConcurrency or cfg.concurrency) if _calls_judges(resolved) else 1
     with in_environment(secrets), Journal(run.paths.grading_journal) as journal:
-        for key, record in _in_order(trials, workers):
-            run.trial_grades.put(key, record, journal.append(record))
+        for key, (record, data) in _in_order(trials, workers):
+            run.trial_grades.put(key, record, journal.append(data))
             if on_record is not None:
                 on_record(record)
             progress.advance()
-        for pair, record in _in_order(pairs, workers):
-            run.comparisons.put(pair, record, journal.append(record))
+        for pair, (comparison, data) in _in_order(pairs, workers):
+            run.comparisons.put(pair, comparison, journal.append(data))
             if on_record is not None:
-                on_record(record)
+                on_record(comparison)
             progress.advance()
     progress.finish()
-    run.meta["phases"]["grade"] = "complete" if grading_complete(run, resolved) else "partial"
+    run.meta = run.meta.with_phases(grade="complete" if grading_complete(run, resolved) else "partial")
+
+
+Graded = TypeVar("Graded", TrialGrading, CaseComparison)
+
+
+def _redacted(record: Graded, context: GradingContext) -> tuple[Graded, dict[str, Any]]:
+    """The record as it is stored: redacted of the run's secrets, with the JSON it is journaled as."""
+    data = record.to_json()
+    if not context.redactor.active:
+        return record, data
+    redacted: dict[str, Any] = context.redactor.value(data)
+    return type(record).from_json(redacted), redacted  # type: ignore[return-value]
 
 
 def _calls_judges(resolved: ResolvedEval) -> bool:
@@ -211,7 +219,8 @@ def _in_order(jobs: Iterator[tuple[K, Callable[[], R]]], workers: int) -> Iterat
 
 
 def _pairwise_job(run: Run, resolved: ResolvedEval, candidate: str, case: ResolvedCase,
-                  source: GradingSource, redactor: Redactor) -> Callable[[], dict[str, Any]]:
+                  source: GradingSource, context: GradingContext
+                  ) -> Callable[[], tuple[CaseComparison, dict[str, Any]]]:
     """Read both sides' trials and the earlier comparison now; judge them when the job runs."""
     assert resolved.pairwise is not None and resolved.baseline is not None
     judge, baseline = resolved.pairwise, resolved.baseline.id
@@ -220,76 +229,49 @@ def _pairwise_job(run: Run, resolved: ResolvedEval, candidate: str, case: Resolv
     base = [trial_view(run, (baseline, case.id, t), case) for t in indexes]
     earlier = run.comparisons.get((candidate, case.id))
 
-    def job() -> dict[str, Any]:
-        result = compare_pairwise(case, cand, base, judge, source, keep=earlier,
-                                  candidate=candidate, baseline=baseline)
-        redacted: dict[str, Any] = redactor.value({"kind": "pairwise", **result.to_json()})
-        return redacted
+    def job() -> tuple[CaseComparison, dict[str, Any]]:
+        result = compare_pairwise(case, cand, base, judge, source, keep=earlier, candidate=candidate,
+                                  baseline=baseline, context=context)
+        return _redacted(result, context)
 
     return job
 
 
-def _run_graders(run: Run, resolved: ResolvedEval, key: Key, view: TrialView, record: dict[str, Any],
-                 redactor: Redactor) -> None:
-    """Deterministic graders over the redacted session; results beside the trial, never in it."""
-    config = resolved.graders
-    if config is None or not config.enabled_ids:
-        return
-    from mst.graders import run_graders
-
-    try:
-        session = [redactor.value(e) for e in view.events] if redactor.active else view.events
-    except TranscriptError as exc:
-        record["errors"].append({"judge": "graders", "kind": "grader", "identity": None, "message": str(exc)})
-        record["status"], record["passed"] = "ungraded", None
-        return
-    result = run_graders(session, config, expected=view.expected)
+def _write_grader_files(run: Run, key: Key, output: GraderOutput, context: GradingContext) -> None:
+    """The graders' files beside the trial, never in its record: results, the graded session, the manifest."""
     rel = RunPaths.graders_rel(*key)
     root = run.root
     folder = f"{root}/{rel}"  # strings: pathlib joins cost µs per trial
     _make_folder(folder)
     # Like the transcript, these files precede the trial's journal line (see write_trial_file).
-    write_trial_file(f"{folder}/grader_results.json", json_file_bytes(result.results_document()))
-    jsonl = None if redactor.active else view.jsonl  # unredacted: the file's bytes are the session's
+    write_trial_file(f"{folder}/grader_results.json", json_file_bytes(output.run.results_document()))
+    jsonl = output.jsonl
     write_trial_file(f"{folder}/session.jsonl",
-                     (jsonl if jsonl is not None else dumps_jsonl(session)) + result.events_jsonl())
-    _write_manifest(root, folder, result.manifest)
-    record["graders"] = [{"id": r["id"], "value": r["value"], "status": r["status"]} for r in result.results]
-    record["gradersPath"] = rel
-    failed = [r for r in result.results if r["status"] == "error"]
-    for r in failed:
-        record["errors"].append({"judge": f"grader:{r['id']}", "kind": "grader", "identity": None,
-                                 "message": r.get("message") or "grader error"})
-    if failed:
-        record["status"], record["passed"] = "ungraded", None
+                     (jsonl if jsonl is not None else dumps_jsonl(output.session)) + output.run.events_jsonl())
+    _write_manifest(root, folder, context)
 
 
-_MANIFEST_FILES: dict[tuple[str, int], tuple[dict[str, Any], bytes, str]] = {}
-_MANIFEST_LOCK = threading.Lock()
-
-
-def _write_manifest(root: str, folder: str, manifest: dict[str, Any]) -> None:
+def _write_manifest(root: str, folder: str, context: GradingContext) -> None:
     """Every trial of a run has the same manifest: write it once per run and hard-link it in.
 
     A link is one system call where a file costs four; the shared copy is content-addressed and
     never modified. Where the trial already has a manifest (grading again in place), it is
     replaced whole, as any other write.
     """
-    with _MANIFEST_LOCK:  # grading threads share the one copy
-        cached = _MANIFEST_FILES.get((root, id(manifest)))
-        if cached is None or cached[0] is not manifest:
-            data = json_file_bytes(manifest)
+    assert context.manifest is not None
+    with context.lock:  # grading threads share the one copy
+        shared = context.manifest_files.get(root)
+        if shared is None:
+            data = json_file_bytes(context.manifest)
             shared = f"{root}/graders/.grader_manifest.{hashlib.sha256(data).hexdigest()[:16]}.json"
             if not os.path.exists(shared):
                 atomic_write_bytes(shared, data, fsync=False)
-            _MANIFEST_FILES.clear()
-            cached = _MANIFEST_FILES[(root, id(manifest))] = (manifest, data, shared)
-    _, data, shared = cached
+            context.manifest_files[root] = shared
     target = f"{folder}/grader_manifest.json"
     try:
         os.link(shared, target)
     except FileExistsError:
-        atomic_write_bytes(target, data, fsync=False)
+        atomic_write_bytes(target, json_file_bytes(context.manifest), fsync=False)
 
 
 def _make_folder(folder: str) -> None:
@@ -304,16 +286,15 @@ def _make_folder(folder: str) -> None:
 
 def grading_complete(run: Run, resolved: ResolvedEval) -> bool:
     for key in run.attempts:
-        if endings.is_trial(run.ending(key)):
-            grade = run.trial_grades.get(key)
-            if grade is None or grade.get("status") != "graded":
-                return False
+        if endings.is_trial(run.ending(key)) and (
+                key not in run.trial_grades or run.trial_grades.summary(key) != "graded"):
+            return False
     if resolved.pairwise is not None and resolved.baseline is not None:
         for case in resolved.cases:
             for variant in resolved.variants:
                 if variant.baseline:
                     continue
                 comp = run.comparisons.get((variant.id, case.id))
-                if comp is None or comp.get("errors"):
+                if comp is None or comp.errors:
                     return False
     return True

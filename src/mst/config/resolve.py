@@ -13,11 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from mst.clients.registry import UnknownClient, client_class
 from mst.config.datasets import load_dataset
 from mst.config.errors import Problem, UserError
 from mst.config.load import EvalFile, load_eval, problems_from
 from mst.config.models import CaseConfig, EvalConfig, JudgeConfig, PairwiseConfig
+from mst.config.plugins import CLIENTS, UnknownPlugin, load
 from mst.config.resolved import ResolvedCase, ResolvedEval, ResolvedJudge
 from mst.config.yamlfile import subnode
 
@@ -42,8 +42,8 @@ def _client_settings(loaded: EvalFile, file: str, problems: list[Problem]) -> di
     out: dict[str, Any] = {}
     for i, variant in enumerate(loaded.config.variants):
         try:
-            cls = client_class(variant.client)
-        except UnknownClient as exc:
+            cls = load(CLIENTS, variant.client)
+        except UnknownPlugin as exc:
             problems.append(Problem(file, str(exc), f"variants[{i}].client"))
             continue
         model: type[BaseModel] = cls.settings_model

@@ -18,37 +18,35 @@ from typing import TYPE_CHECKING, Any
 from mst import __version__, endings
 from mst.collect import AttemptSpec, Collector, all_attempts
 from mst.config.errors import Problem, UserError
+from mst.config.resolve import resolve_eval
 from mst.config.resolved import ResolvedEval
 from mst.config.secrets import load_secrets
-from mst.grading_phase import GradePlan, grade_run, plan_grading
-from mst.progress import Progress, Silent
-from mst.resolve import resolve_eval
+from mst.errors import EXIT_INCOMPLETE, EXIT_OK
+from mst.grading.context import GradingContext
+from mst.grading.phase import grade_run, plan_grading
+from mst.runs.attempts import AttemptRecord
 from mst.runs.files import Journal
 from mst.runs.layout import RUN_SCHEMA, RunPaths, create_run_dir, key_of, link_attempt_files, write_latest
+from mst.runs.meta import GradingMeta, RunMeta
+from mst.runs.progress import Progress, Silent
 from mst.runs.run import Run, open_run
-from mst.runs.summary import finalize
+from mst.runs.summary import Summary, finalize
 from mst.session.redact import Redactor
+from mst.statistics import CONFIDENCE
 
 if TYPE_CHECKING:
     from mst.runners.base import Runner, Work
     from mst.runners.sharded import Sharded
 
-EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_USER = 2
-EXIT_INCOMPLETE = 3
-EXIT_INTERRUPTED = 130
-
-
 @dataclass
 class Outcome:
     run: Run
-    summary: dict[str, Any]  # summary.json without its per-case rows (read the file for those)
+    summary: Summary  # summary.json without its per-case rows (read the file for those)
     notes: list[str] = dataclasses.field(default_factory=list)  # what went wrong in shards, for the CLI to show
 
     @property
     def exit_code(self) -> int:
-        return EXIT_INCOMPLETE if self.summary["totals"]["incompleteCases"] else EXIT_OK
+        return EXIT_OK if self.summary.complete else EXIT_INCOMPLETE
 
 
 def run_eval(
@@ -61,24 +59,25 @@ def run_eval(
     progress: Progress | None = None,
     runner: str | None = None,
     runner_options: Sequence[str] = (),
+    confidence: float = CONFIDENCE,
 ) -> Outcome:
     """Collect (locally, or in shards on ``runner``) and grade (on the coordinator) an eval."""
     resolved = resolve_eval(eval_path)
     secrets = load_secrets(secrets_file)
     with _opened(runner, runner_options, "collect") as opened:
         target = runs_dir or _default_runs_dir(resolved)
-        meta: dict[str, Any] = {}
+        made: list[RunMeta] = []
 
         def populate(staging: RunPaths, run_id: str) -> None:
-            meta.update(_meta(run_id, resolved, no_grade=no_grade))
-            Run(staging, meta).write()
+            made.append(RunMeta.from_json(_meta(run_id, resolved, no_grade=no_grade)))
+            Run(staging, made[0]).write()
 
         paths = create_run_dir(target, resolved.config.name, populate)
-        run = Run(paths, meta)
+        run = Run(paths, made[0])
         write_latest(paths)
         count = len(resolved.variants) * sum(c.trials for c in resolved.cases)
         return _collect_and_grade(run, resolved, all_attempts(resolved), count, secrets, concurrency, progress,
-                                  opened)
+                                  opened, confidence=confidence)
 
 
 def resume_run(
@@ -89,6 +88,7 @@ def resume_run(
     progress: Progress | None = None,
     runner: str | None = None,
     runner_options: Sequence[str] = (),
+    confidence: float = CONFIDENCE,
 ) -> Outcome:
     """Collect what is missing and what a retry can help, then grade what is ungraded."""
     run = open_run(run_dir, repair=True)
@@ -96,7 +96,8 @@ def resume_run(
     secrets = load_secrets(secrets_file)
     with _opened(runner, runner_options, "collect") as opened:
         specs = list(_to_resume(run, resolved))
-        return _collect_and_grade(run, resolved, specs, len(specs), secrets, concurrency, progress, opened)
+        return _collect_and_grade(run, resolved, specs, len(specs), secrets, concurrency, progress, opened,
+                                  confidence=confidence)
 
 
 def grade(
@@ -109,6 +110,7 @@ def grade(
     progress: Progress | None = None,
     runner: str | None = None,
     runner_options: Sequence[str] = (),
+    confidence: float = CONFIDENCE,
 ) -> Outcome:
     """Regrade a run into a new run (``regradeOf``), or with ``resume`` finish one in place.
 
@@ -119,25 +121,31 @@ def grade(
     resolved = resolve_eval(eval_path) if eval_path else _resolve_for(source, check_digest=False)
     secrets = load_secrets(secrets_file)
     progress = progress or Silent()
+    context = _context(resolved, secrets)
     with _opened(runner, runner_options, "grade") as opened:
         if resume:
-            plan = plan_grading(source, resolved, resume=True)
+            plan = plan_grading(source, resolved, context, resume=True)
             run = source
-            run.meta["phases"]["grade"] = "partial"
-            run.meta["grading"] = _grading_meta(resolved)
+            run.meta = run.meta.with_phases(grade="partial").with_grading(_grading_meta(resolved, context))
             run.write()
         else:
-            run = _new_regrade(source, resolved, runs_dir)  # written with its grading metadata
-            plan = plan_grading(run, resolved, resume=False)
+            run = _new_regrade(source, resolved, runs_dir, context)  # written with its grading metadata
+            plan = plan_grading(run, resolved, context, resume=False)
         sharded = None
         if opened is not None:
             from mst.runners.sharded import grade_in_shards
 
             sharded = grade_in_shards(opened, run, resolved, plan, secrets, progress)
-            run.meta["grading"]["runner"] = sharded.runner
-        grade_run(run, resolved, plan, secrets=secrets, progress=progress,
+            run.meta = run.meta.with_grading_runner(sharded.runner)
+        # Sharded, the coordinator replays the shards' records: it runs no judge and no grader.
+        grade_run(run, resolved, plan, context, secrets=secrets, progress=progress,
                   source=sharded.source if sharded else None)
-        return _finish(run, resolved, sharded)
+        return _finish(run, resolved, sharded, confidence)
+
+
+def _context(resolved: ResolvedEval, secrets: dict[str, str]) -> GradingContext:
+    """The run's grading context, made once per command."""
+    return GradingContext.of(resolved, Redactor(secrets.values(), resolved.config.redact))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,7 +153,8 @@ def grade(
 
 def _collect_and_grade(
     run: Run, resolved: ResolvedEval, specs: Iterable[AttemptSpec], count: int, secrets: dict[str, str],
-    concurrency: int | None, progress: Progress | None, runner: Runner | None = None,
+    concurrency: int | None, progress: Progress | None, runner: Runner | None = None, *,
+    confidence: float = CONFIDENCE,
 ) -> Outcome:
     """``specs`` is consumed once, lazily where it can be: a plan is not held in memory."""
     progress = progress or Silent()
@@ -154,7 +163,7 @@ def _collect_and_grade(
     sharded = None
     with Journal(run.paths.attempts) as journal:
         def on_attempt(record: dict[str, Any]) -> None:
-            run.attempts.put(key_of(record), record, journal.append(record))
+            run.attempts.put(key_of(record), AttemptRecord.from_json(record), journal.append(record))
             progress.advance()
 
         if runner is None:
@@ -165,25 +174,27 @@ def _collect_and_grade(
             from mst.runners.sharded import collect_in_shards
 
             sharded = collect_in_shards(runner, resolved, run, specs, secrets, on_attempt, concurrency)
-            run.meta["runner"] = sharded.runner
+            run.meta = run.meta.with_runner(sharded.runner)
     progress.finish()
     if sharded is not None and sharded.interrupted:
-        run.meta["phases"]["collect"] = "partial"
-        return _finish(run, resolved, sharded)
-    run.meta["phases"]["collect"] = "complete" if _all_collected(run, resolved) else "partial"
-    if run.meta.get("noGrade"):
-        run.meta["phases"]["grade"] = "skipped"
+        run.meta = run.meta.with_phases(collect="partial")
+        return _finish(run, resolved, sharded, confidence)
+    run.meta = run.meta.with_phases(collect="complete" if _all_collected(run, resolved) else "partial")
+    if run.meta.no_grade:
+        run.meta = run.meta.with_phases(grade="skipped")
     else:
-        run.meta["grading"] = _grading_meta(resolved)
+        context = _context(resolved, secrets)
+        run.meta = run.meta.with_grading(_grading_meta(resolved, context))
         run.write()
-        plan = plan_grading(run, resolved, resume=True)
-        grade_run(run, resolved, plan, secrets=secrets, progress=progress)
-    return _finish(run, resolved, sharded)
+        plan = plan_grading(run, resolved, context, resume=True)
+        grade_run(run, resolved, plan, context, secrets=secrets, progress=progress)
+    return _finish(run, resolved, sharded, confidence)
 
 
-def _finish(run: Run, resolved: ResolvedEval, sharded: Sharded | None = None) -> Outcome:
-    summary = finalize(run, resolved)
-    run.meta["updatedAt"] = _now()
+def _finish(run: Run, resolved: ResolvedEval, sharded: Sharded | None = None,
+            confidence: float = CONFIDENCE) -> Outcome:
+    summary = finalize(run, resolved, confidence)
+    run.meta = run.meta.updated(_now())
     run.write()
     write_latest(run.paths)
     if sharded is not None and sharded.interrupted:
@@ -213,7 +224,7 @@ def _to_resume(run: Run, resolved: ResolvedEval) -> Iterable[AttemptSpec]:
         if key not in run.attempts:
             yield spec
         elif endings.is_retryable(run.ending(key)):
-            yield AttemptSpec(spec.variant, spec.case, spec.trial, int(run.attempts[key].get("try", 1)) + 1)
+            yield AttemptSpec(spec.variant, spec.case, spec.trial, run.attempts[key].try_number + 1)
 
 
 def _all_collected(run: Run, resolved: ResolvedEval) -> bool:
@@ -221,21 +232,21 @@ def _all_collected(run: Run, resolved: ResolvedEval) -> bool:
 
 
 def _resolve_for(run: Run, *, check_digest: bool = True) -> ResolvedEval:
-    eval_path = Path(run.meta["eval"]["path"])
+    eval_path = Path(run.meta.eval.path)
     if not eval_path.is_file():
         raise UserError(Problem(str(run.paths.run_json), f"the run's eval file {eval_path} no longer exists; "
                                 "pass --eval FILE", "eval.path"))
     resolved = resolve_eval(eval_path)
-    if check_digest and resolved.digest != run.meta["eval"]["digest"]:
+    if check_digest and resolved.digest != run.meta.eval.digest:
         raise UserError(Problem(str(eval_path), "the eval file changed since this run started; resuming would "
                                 "mix two evals. Start a new run, or regrade with `mst grade`"))
     return resolved
 
 
-def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None) -> Run:
-    if source.meta["phases"].get("collect") != "complete" and not source.attempts:
+def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None, context: GradingContext) -> Run:
+    if source.meta.phases.collect != "complete" and not source.attempts:
         raise UserError(Problem(str(source.paths.root), "the run has no collected attempts to grade"))
-    run_case_ids = {c["id"] for c in source.meta["cases"]}
+    run_case_ids = source.meta.case_ids
     eval_case_ids = {c.id for c in resolved.cases}
     if run_case_ids != eval_case_ids:
         raise UserError(Problem(str(resolved.path), "the eval's cases differ from the run's "
@@ -243,14 +254,15 @@ def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None) -> 
     staged: list[Run] = []
 
     def populate(staging: RunPaths, run_id: str) -> None:
+        collect = source.meta.to_json()["phases"].get("collect", "complete")
         meta = {**_meta(run_id, resolved, no_grade=False), "regradeOf": source.id,
-                "phases": {"collect": source.meta["phases"].get("collect", "complete"), "grade": "partial"},
-                "runner": source.meta.get("runner", {"name": "local"}), "grading": _grading_meta(resolved)}
-        meta["eval"]["collectedDigest"] = source.meta["eval"].get("digest")
-        run = Run(staging, meta)
+                "phases": {"collect": collect, "grade": "partial"},
+                "runner": dict(source.meta.runner), "grading": _grading_meta(resolved, context).to_json()}
+        meta["eval"]["collectedDigest"] = source.meta.eval.digest or None
+        run = Run(staging, RunMeta.from_json(meta))
         run.adopt_attempts(source.attempts)  # the same records: shared, not copied
         for record in run.attempts.values():
-            link_attempt_files(source.paths.root, staging.root, record)
+            link_attempt_files(source.paths.root, staging.root, record.transcript, record.artifacts)
         run.write()
         staged.append(run)
 
@@ -295,15 +307,10 @@ def _meta(run_id: str, resolved: ResolvedEval, *, no_grade: bool) -> dict[str, A
     }
 
 
-def _grading_meta(resolved: ResolvedEval) -> dict[str, Any]:
+def _grading_meta(resolved: ResolvedEval, context: GradingContext) -> GradingMeta:
     """What the grading was done with: resume refuses when this set changes."""
-    return {
-        "runner": {"name": "local"},
-        "source": "live",
-        "judges": {c.id: sorted(j.id for j in c.judges) for c in resolved.cases},
-        "pairwise": resolved.pairwise.id if resolved.pairwise else None,
-        "graders": GradePlan.grader_ids(resolved),
-    }
+    return GradingMeta({"name": "local"}, "live", context.judges, resolved.pairwise.id if resolved.pairwise else None,
+                       tuple(context.grader_ids))
 
 
 def _now() -> str:

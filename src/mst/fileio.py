@@ -1,0 +1,146 @@
+"""Atomic file I/O, shared by every layer that writes files: a crash at any instant leaves each
+file either whole or absent (temp file + rename), never torn.
+
+A leaf module: it imports nothing from mst but the leaf :mod:`mst.errors`, so ``session`` (transcripts)
+and ``runs`` (the run directory) both use it without depending on each other. The journals
+(append-only records) are the run directory's own concern and live in :mod:`mst.runs.files`.
+See ``docs/run-directory.md``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from mst.errors import Problem, UserError
+
+IO_BLOCK = 1 << 20  # bytes a run's big files are read, written or buffered in at a time
+
+
+def atomic_write_bytes(path: Path | str, data: bytes, *, fsync: bool = True) -> None:
+    """Temp file + rename. ``fsync=False`` for per-trial files that a (not fsynced) journal line
+    follows: the rename already keeps them whole when the process dies; only run-level snapshots
+    pay an fsync (milliseconds each) to also survive a power loss."""
+    atomic_write_chunks(path, (data,), fsync=fsync)
+
+
+def atomic_write_chunks(path: Path | str, chunks: Iterable[bytes], *, fsync: bool = True) -> None:
+    """:func:`atomic_write_bytes` of ``b"".join(chunks)``, without ever holding the whole file."""
+    target = os.fspath(path)
+    head, name = os.path.split(target)
+    tmp = os.path.join(head, f".{name}.{os.getpid()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(tmp, flags, 0o666)
+    except FileNotFoundError:  # the directory is new: make it only then (one syscall saved per file)
+        os.makedirs(head or ".", exist_ok=True)
+        fd = os.open(tmp, flags, 0o666)
+    try:
+        buffered = bytearray()  # copies: orjson's bytes keep KBs of spare buffer each
+        for chunk in chunks:
+            buffered += chunk
+            if len(buffered) >= IO_BLOCK:
+                _write_all(fd, buffered)
+                buffered.clear()
+        if buffered:
+            _write_all(fd, buffered)
+        if fsync:
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.replace(tmp, target)
+
+
+def write_trial_file(path: str, data: bytes) -> None:
+    """Write one of a trial's files (transcript, graded session, grader results).
+
+    A new file is created exclusively and written in place: its trial's journal line is
+    appended only after it, so a file a crash cut short belongs to a trial that resume does
+    again, and no reader is pointed at it. A file that exists already (an attempt collected
+    again, a trial graded again in place) is replaced atomically, because a journal line may
+    point at it. No fsync, for the same reason as :func:`atomic_write_bytes`.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        fd = os.open(path, flags, 0o666)
+    except FileExistsError:
+        atomic_write_bytes(path, data, fsync=False)
+        return
+    try:
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """A whole file in as few system calls as it takes (no buffered file object): runs read
+    one transcript per trial graded."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1)
+        if len(data) <= size:
+            return data
+        chunks = [data]  # the file grew since fstat: read on to its end
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    with memoryview(data) as whole:
+        view = whole
+        while view:
+            view = view[os.write(fd, view):]
+        del view
+
+
+def json_file_bytes(value: Any) -> bytes:
+    """How every JSON file of a run is written: indented, keys sorted, a final newline."""
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+
+
+def atomic_write_json(path: Path | str, value: Any, *, fsync: bool = True) -> None:
+    atomic_write_bytes(path, json_file_bytes(value), fsync=fsync)
+
+
+def read_json(path: Path, what: str) -> Any:
+    try:
+        raw = read_bytes(path)
+    except FileNotFoundError:
+        raise UserError(Problem(str(path), f"{what} is missing")) from None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.pos) + 1
+        raise UserError(Problem(str(path), f"{what} is corrupt: {exc.msg}", line=line)) from None
+
+
+def read_lines(fh: BinaryIO, length: int | None = None) -> Iterator[tuple[bytes, bool]]:
+    """The lines of ``fh`` from where it stands (``length`` bytes, or to its end), read
+    :data:`IO_BLOCK` bytes at a time: (line without its newline, whether a newline ended it).
+    Only the last may lack one."""
+    remaining = length if length is not None else -1
+    carry = b""
+    while remaining:
+        block = fh.read(IO_BLOCK if remaining < 0 else min(IO_BLOCK, remaining))
+        if not block:
+            break
+        remaining -= len(block) if remaining > 0 else 0
+        lines = (carry + block).split(b"\n")
+        carry = lines.pop()
+        for line in lines:
+            yield line, True
+    if carry:
+        yield carry, False

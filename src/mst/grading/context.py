@@ -1,0 +1,112 @@
+"""What one run's grading computes once and every trial reads: the per-run grading context.
+
+A run grades tens of thousands of trials with one resolved eval. The names and identities of a
+case's assertions and judges, the graders' manifest (and its encoded bytes), the judges set that
+``--resume`` compares, and the redactor are made once here and passed explicitly, so nothing is
+cached in module globals keyed by object ids, and two runs in one process cannot see each other's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from mst.config.models import Assertion
+from mst.config.resolved import ResolvedCase, ResolvedEval, ResolvedJudge
+from mst.grading.assertions import assertion_identity, assertion_name
+from mst.grading.judges import CaseView, TrialView
+from mst.session.redact import NO_REDACTION, Redactor
+
+if TYPE_CHECKING:
+    from mst.graders.config import GradersConfig
+    from mst.session.events import Event
+
+
+@dataclass(frozen=True, slots=True)
+class CasePlan:
+    """A case's graders as grading walks them: unique names and identities, made once per case."""
+
+    view: CaseView
+    assertions: tuple[tuple[str, str, Assertion], ...]  # (name, identity, assertion)
+    judges: tuple[tuple[str, ResolvedJudge], ...]  # (name, judge)
+
+    @classmethod
+    def of(cls, case: ResolvedCase) -> CasePlan:
+        seen: dict[str, int] = {}
+
+        def unique(name: str) -> str:
+            # Two unnamed assertions of one type are both "contains"; number the later ones so
+            # verdicts (and resume's `keep`) can tell them apart, stably across runs.
+            count = seen.get(name, 0) + 1
+            seen[name] = count
+            return name if count == 1 else f"{name}#{count}"
+
+        assertions = tuple((unique(assertion_name(a)), assertion_identity(a), a) for a in case.assertions)
+        judges = tuple((unique(j.id), j) for j in case.judges)
+        return cls(CaseView.of(case), assertions, judges)
+
+    def names(self) -> list[tuple[str, str]]:
+        """(name, identity) of every assertion and judge, in grading order."""
+        return [(n, i) for n, i, _ in self.assertions] + [(n, j.identity) for n, j in self.judges]
+
+
+def judge_sets(resolved: ResolvedEval) -> dict[str, list[str]]:
+    """Each case's judge ids, sorted: what run.json's ``grading.judges`` records and resume compares."""
+    return {c.id: sorted(j.id for j in c.judges) for c in resolved.cases}
+
+
+def grader_ids(graders: GradersConfig | None) -> list[str]:
+    """The enabled deterministic graders' ids, sorted (run.json's ``grading.graders``)."""
+    return sorted(graders.enabled_ids) if graders is not None else []
+
+
+@dataclass
+class GradingContext:
+    """One run's grading settings, computed once. ``GradingContext()`` grades with no
+    deterministic graders and no redaction (a single trial graded by hand, a test)."""
+
+    graders: GradersConfig | None = None
+    redactor: Redactor = NO_REDACTION
+    judges: Mapping[str, list[str]] = field(default_factory=dict)
+    manifest: dict[str, Any] | None = field(init=False, default=None)
+    manifest_json: bytes = field(init=False, default=b"")
+    manifest_files: dict[str, str] = field(init=False, default_factory=dict)  # run root -> shared manifest file
+    _plans: dict[str, CasePlan] = field(init=False, default_factory=dict)
+    lock: threading.Lock = field(init=False, default_factory=threading.Lock)  # grading threads share the files
+
+    def __post_init__(self) -> None:
+        if self.graders is not None and not self.graders.enabled_ids:
+            self.graders = None
+        if self.graders is not None:
+            from mst.graders import build_manifest
+
+            self.manifest = build_manifest(self.graders)
+            self.manifest_json = orjson.dumps(self.manifest)
+
+    @classmethod
+    def of(cls, resolved: ResolvedEval, redactor: Redactor = NO_REDACTION) -> GradingContext:
+        return cls(resolved.graders, redactor, judge_sets(resolved))
+
+    @property
+    def grader_ids(self) -> list[str]:
+        return grader_ids(self.graders)
+
+    def plan(self, case: ResolvedCase) -> CasePlan:
+        """The case's plan, made on first use (cases are unique by id within a run)."""
+        plan = self._plans.get(case.id)
+        if plan is None:
+            plan = self._plans[case.id] = CasePlan.of(case)
+        return plan
+
+    def session(self, trial: TrialView) -> Sequence[Event]:
+        """The trial's session as graders read it: redacted of the run's secrets. May raise
+        :class:`~mst.session.io.TranscriptError` when the trial has no readable transcript."""
+        events = trial.events
+        return [self.redactor.value(e) for e in events] if self.redactor.active else events
+
+
+__all__ = ["CasePlan", "GradingContext", "grader_ids", "judge_sets"]

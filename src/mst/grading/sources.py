@@ -1,0 +1,165 @@
+"""Grading sources: the one seam between grading and where its verdicts come from.
+
+:func:`~mst.grading.grade.grade_trial` and :func:`~mst.grading.grade.compare_pairwise` ask a
+:class:`GradingSource` for every verdict — each assertion, each judge, each pairwise call and
+the trial's deterministic graders. :class:`LiveSource` computes them in this process; a shard's
+recording answers from what a worker computed (:mod:`mst.grading.recorded`), so the records a
+regrade writes come from one code path wherever the grading ran (docs/grading.md).
+
+A source never raises for a grader's failure; it returns the failure as an outcome's ``error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from mst.config.models import Assertion
+from mst.config.resolved import ResolvedJudge
+from mst.grading.assertions import evaluate
+from mst.grading.judges import CaseView, Preference, TrialView, Verdict, prepared_call, to_preference, to_verdict
+
+if TYPE_CHECKING:
+    from mst.graders.config import GradersConfig
+    from mst.graders.results import GraderRun
+    from mst.session.events import Event
+
+
+@dataclass(frozen=True, slots=True)
+class AssertionOutcome:
+    """One built-in assertion on one trial: (passed, reason), or an error message."""
+
+    passed: bool | None
+    reason: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeOutcome:
+    """One judge call on one trial: a verdict or an error message, with its usage and timing."""
+
+    verdict: Verdict | None
+    error: str | None = None
+    usage: Mapping[str, Any] | None = None
+    duration_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PairOutcome:
+    """One pairwise call: the preferred position (A or B, or a tie), or an error message."""
+
+    preference: Preference | None
+    reason: str | None = None
+    error: str | None = None
+    usage: Mapping[str, Any] | None = None
+    duration_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GradersOutcome:
+    """The deterministic graders of one trial: their schema-v2 results, or an error message."""
+
+    results: tuple[Mapping[str, Any], ...] | None
+    error: str | None = None
+
+
+class GradingSource(Protocol):
+    """Where every verdict of a grading comes from: computed here, or replayed from a shard."""
+
+    def assertion(self, name: str, identity: str, assertion: Assertion, trial: TrialView) -> AssertionOutcome: ...
+
+    def judge(self, judge: ResolvedJudge, trial: TrialView, case: CaseView) -> JudgeOutcome: ...
+
+    def pairwise(self, judge: ResolvedJudge, case: CaseView, a: TrialView, b: TrialView) -> PairOutcome: ...
+
+    def graders(self, trial: TrialView, config: GradersConfig, session: Sequence[Event],
+                manifest: dict[str, Any]) -> GradersOutcome: ...
+
+
+def _describe(judge: ResolvedJudge, exc: BaseException) -> str:
+    text = str(exc)
+    return f"judge {judge.id!r} ({judge.target}) raised {type(exc).__name__}" + (f": {text}" if text else "")
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
+
+
+class LiveSource:
+    """Computes every verdict in this process, timing each judge call and keeping its usage.
+
+    ``base_dir`` is where ``module:function`` judges are imported from when this process did
+    not resolve them (a shard worker). A judge may be sync or async: an async one runs to
+    completion here (in a helper thread when the caller is inside an event loop).
+    """
+
+    def __init__(self, base_dir: Path | None = None) -> None:
+        self.base_dir = base_dir
+        self._threads: ThreadPoolExecutor | None = None
+
+    def assertion(self, name: str, identity: str, assertion: Assertion, trial: TrialView) -> AssertionOutcome:
+        try:
+            passed, reason = evaluate(assertion, trial)
+        except Exception as exc:
+            return AssertionOutcome(None, None, f"{type(exc).__name__}: {exc}")
+        return AssertionOutcome(passed, reason)
+
+    def judge(self, judge: ResolvedJudge, trial: TrialView, case: CaseView) -> JudgeOutcome:
+        start = time.perf_counter()
+        try:
+            fn, wants_options = prepared_call(judge, base_dir=self.base_dir)
+            verdict = to_verdict(self._call(fn, (trial, judge.options) if wants_options else (trial,)),
+                                 judge.threshold)
+        except Exception as exc:
+            return JudgeOutcome(None, _describe(judge, exc), None, _ms(start))
+        return JudgeOutcome(verdict, None, verdict.usage, _ms(start))
+
+    def pairwise(self, judge: ResolvedJudge, case: CaseView, a: TrialView, b: TrialView) -> PairOutcome:
+        start = time.perf_counter()
+        try:
+            fn, wants_options = prepared_call(judge, pairwise=True, base_dir=self.base_dir)
+            preference, reason = to_preference(
+                self._call(fn, (case, a, b, judge.options) if wants_options else (case, a, b)))
+        except Exception as exc:
+            return PairOutcome(None, None, _describe(judge, exc), None, _ms(start))
+        return PairOutcome(preference, reason, None, None, _ms(start))
+
+    def graders(self, trial: TrialView, config: GradersConfig, session: Sequence[Event],
+                manifest: dict[str, Any]) -> GradersOutcome:
+        from mst.graders import run_graders
+
+        run: GraderRun = run_graders(session, config, expected=trial.expected, manifest=manifest)
+        return GradersOutcome(tuple(run.results))
+
+    def _call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        value = fn(*args)
+        return self._run_blocking(value) if inspect.isawaitable(value) else value
+
+    def _run_blocking(self, awaitable: Awaitable[Any]) -> Any:
+        """Run an async judge from sync code, also when the caller is inside an event loop."""
+        async def wrap() -> Any:
+            return await awaitable
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(wrap())
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mst-judge")
+        return self._threads.submit(asyncio.run, wrap()).result()
+
+
+__all__ = [
+    "AssertionOutcome",
+    "GradersOutcome",
+    "GradingSource",
+    "JudgeOutcome",
+    "LiveSource",
+    "PairOutcome",
+]

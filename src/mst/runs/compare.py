@@ -1,0 +1,230 @@
+"""Candidate against baseline, case by case: the ``comparison`` block of summary.json and the
+figures the CI gate decides on.
+
+A variant's per-case values are kept as :class:`Columns` — one float array per metric, aligned
+with the run's cases, NaN where a case has no value — so a 100,000-case run pays 8 bytes a case
+and metric, and the same values are written into the summary's case rows, from which
+:meth:`Columns.add_rows_entry` reads them back for ``mst gate`` (also across runs, ``--against``).
+
+Only cases complete in both variants are compared (an incomplete case is neither passed nor
+failed, and its means are left out too); every metric is paired by case with equal weight per
+case (:func:`mst.statistics.difference_of_pairs`). See docs/statistics.md.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final
+
+from mst.runs.frozen import JsonView
+from mst.statistics import (
+    CONFIDENCE,
+    MIN_CASES,
+    NO_BOUNDS,
+    POWER,
+    Bounds,
+    decide,
+    difference_of_pairs,
+    mean_of_cases,
+    minimum_detectable_effect,
+)
+
+PASS_RATE: Final = "passRate"
+_NAN: Final = float("nan")
+_GROUPS: Final = (("grader:", "graders"), ("judge:", "judges"))
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """What a compared value is: its reference (``passRate``, ``grader:<id>``, ``judge:<id>``),
+    which direction is better, and the range its values can take."""
+
+    ref: str
+    direction: str = "higher"
+    bounds: Bounds = NO_BOUNDS
+
+
+PASS_RATE_METRIC: Final = Metric(PASS_RATE, "higher", (0.0, 1.0))
+
+
+@dataclass(slots=True)
+class Columns:
+    """One variant's per-case values, aligned with ``case_ids``; NaN where a case has no value.
+
+    The ``passRate`` column is NaN exactly for the cases that are incomplete: they are left out
+    of every comparison.
+    """
+
+    case_ids: list[str] = field(default_factory=list)
+    values: dict[str, array[float]] = field(default_factory=dict)
+
+    def add_case(self, case_id: str, values: Mapping[str, float | None]) -> None:
+        index = len(self.case_ids)
+        self.case_ids.append(case_id)
+        for ref, value in values.items():
+            if ref not in self.values:
+                self.values[ref] = array("d", [_NAN]) * index
+            self.values[ref].append(_NAN if value is None else float(value))
+        for column in self.values.values():
+            if len(column) == index:
+                column.append(_NAN)
+
+    def value(self, ref: str, index: int) -> float | None:
+        column = self.values.get(ref)
+        v = column[index] if column is not None else _NAN
+        return None if math.isnan(v) else v
+
+    def complete(self, index: int) -> bool:
+        return self.value(PASS_RATE, index) is not None
+
+    def means(self, ref: str) -> list[float]:
+        """The case values of ``ref`` over complete cases: what a mean is taken over."""
+        return [v for i in range(len(self.case_ids)) if self.complete(i) and (v := self.value(ref, i)) is not None]
+
+    def row_values(self, index: int) -> dict[str, dict[str, float]]:
+        """The case row's ``graders`` / ``judges`` maps (id → the case's mean), when present."""
+        out: dict[str, dict[str, float]] = {}
+        for ref in self.values:
+            for prefix, key in _GROUPS:
+                if ref.startswith(prefix) and (v := self.value(ref, index)) is not None:
+                    out.setdefault(key, {})[ref[len(prefix):]] = v
+        return out
+
+    def add_rows_entry(self, row: Mapping[str, Any], variant: str) -> None:
+        """Add a summary.json case row's entry for ``variant`` (as :meth:`row_values` wrote it)."""
+        entry = (row.get("variants") or {}).get(variant)
+        if not isinstance(entry, Mapping):
+            self.add_case(str(row["id"]), {})
+            return
+        complete = entry.get("status") != "incomplete"
+        values: dict[str, float | None] = {PASS_RATE: entry.get("passRate") if complete else None}
+        for prefix, key in _GROUPS:
+            for metric_id, v in (entry.get(key) or {}).items():
+                values[prefix + metric_id] = v
+        self.add_case(str(row["id"]), values)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricComparison(JsonView):
+    """One metric of a candidate against the baseline, over the paired cases: both sides' means
+    (equal weight per case), their difference (candidate − baseline) with its interval, two-sided
+    p-value and standard error, the cases it rests on, the decision with its reason, and the
+    minimum detectable effect. Reads as its JSON object too (``row["p"]``)."""
+
+    direction: str
+    bounds: Bounds
+    candidate: float | None
+    baseline: float | None
+    difference: float | None
+    low: float | None
+    high: float | None
+    p: float | None
+    se: float | None
+    cases: int
+    decision: str
+    reason: str | None
+    mde: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"direction": self.direction, "range": list(self.bounds), "candidate": self.candidate,
+                "baseline": self.baseline, "difference": self.difference, "low": self.low, "high": self.high,
+                "p": self.p, "se": self.se, "cases": self.cases, "decision": self.decision, "reason": self.reason,
+                "mde": self.mde}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MetricComparison:
+        low, high = data.get("range") or (None, None)
+        return cls(str(data["direction"]), (_float(low), _float(high)), _float(data["candidate"]),
+                   _float(data["baseline"]), _float(data["difference"]), _float(data["low"]),
+                   _float(data["high"]), _float(data["p"]), _float(data["se"]), int(data["cases"]),
+                   str(data["decision"]), data.get("reason"), _float(data.get("mde")))
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison(JsonView):
+    """summary.json's ``variants[].comparison``: a candidate against the baseline, paired by case,
+    per metric (``passRate``, ``grader:<id>``, ``judge:<id>``), with how many cases it rests on and
+    how many it left out (incomplete in either variant; the baseline's lacking)."""
+
+    confidence: float
+    min_cases: int
+    power: float
+    cases: int
+    excluded_incomplete: int
+    excluded_unpaired: int
+    metrics: Mapping[str, MetricComparison]
+    weighting: str = "case"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"weighting": self.weighting, "confidence": self.confidence, "minCases": self.min_cases,
+                "power": self.power, "cases": self.cases,
+                "excluded": {"incomplete": self.excluded_incomplete, "unpaired": self.excluded_unpaired},
+                "metrics": {ref: row.to_json() for ref, row in self.metrics.items()}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Comparison:
+        excluded = data.get("excluded") or {}
+        metrics = MappingProxyType({str(ref): MetricComparison.from_json(row)
+                                    for ref, row in (data.get("metrics") or {}).items()})
+        return cls(float(data["confidence"]), int(data["minCases"]), float(data["power"]), int(data["cases"]),
+                   int(excluded.get("incomplete", 0)), int(excluded.get("unpaired", 0)), metrics,
+                   str(data.get("weighting", "case")))
+
+
+def metric_mean(columns: Columns, metric: Metric, confidence: float = CONFIDENCE) -> dict[str, Any]:
+    """The mean of a metric over the variant's complete cases, equal weight per case."""
+    return {**mean_of_cases(columns.means(metric.ref), confidence, metric.bounds), "weighting": "case"}
+
+
+def _pairs(candidate: Columns, baseline: Columns) -> tuple[list[tuple[int, int]], int, int]:
+    """(candidate index, baseline index) of the cases complete in both; how many cases both
+    have but one left incomplete; how many the candidate has that the baseline lacks."""
+    if candidate.case_ids == baseline.case_ids:
+        at: Mapping[str, int] | None = None
+    else:
+        at = {c: i for i, c in enumerate(baseline.case_ids)}
+    pairs: list[tuple[int, int]] = []
+    incomplete = unpaired = 0
+    for i, case_id in enumerate(candidate.case_ids):
+        j = i if at is None else at.get(case_id)
+        if j is None:
+            unpaired += 1
+        elif candidate.complete(i) and baseline.complete(j):
+            pairs.append((i, j))
+        else:
+            incomplete += 1
+    return pairs, incomplete, unpaired
+
+
+def compare(candidate: Columns, baseline: Columns, metrics: Sequence[Metric], *,
+            confidence: float = CONFIDENCE, min_cases: int = MIN_CASES, power: float = POWER) -> Comparison:
+    """Every metric of ``candidate`` against ``baseline``, paired by case.
+
+    Per metric: both sides' means over the paired cases (equal weight per case), their
+    difference (candidate − baseline) with interval and two-sided p-value, the cases it rests
+    on, the decision (:func:`mst.statistics.decide`) and the minimum detectable effect at
+    ``power`` for this many cases and the observed spread. A grader or judge metric with no
+    paired value is left out; the pass rate is always there.
+    """
+    pairs, incomplete, unpaired = _pairs(candidate, baseline)
+    rows: dict[str, MetricComparison] = {}
+    for metric in metrics:
+        values = [(a, b) for i, j in pairs if (a := candidate.value(metric.ref, i)) is not None
+                  and (b := baseline.value(metric.ref, j)) is not None]
+        if not values and metric.ref != PASS_RATE:
+            continue
+        diff = difference_of_pairs(values, confidence, metric.bounds)
+        decision, reason = decide(diff, metric.direction, min_cases=min_cases, alpha=1.0 - confidence)
+        rows[metric.ref] = MetricComparison(
+            metric.direction, metric.bounds, diff["a"], diff["b"], diff["mean"], diff["low"], diff["high"],
+            diff["p"], diff["se"], diff["cases"], decision, reason,
+            minimum_detectable_effect(diff["sd"], diff["cases"], confidence, power))
+    return Comparison(confidence, min_cases, power, len(pairs), incomplete, unpaired, MappingProxyType(rows))

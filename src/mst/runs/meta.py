@@ -1,0 +1,180 @@
+"""run.json's head, typed: the run's identity, its eval, its phases, where it ran, what graded it.
+
+:class:`RunMeta` is immutable: a phase that changes the run makes a new one
+(``run.meta = run.meta.with_phases(grade="complete")``), so no reader can change the metadata
+behind the writer's back. It keeps the head it was read from as it was — every field, in its
+order, those this version does not name included — so run.json is written back unchanged but for
+what changed (docs/grading.md). The typed views (:class:`Phases`, :class:`EvalRef`,
+:class:`GradingMeta`) are what readers use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal, cast
+
+import orjson
+
+PhaseState = Literal["complete", "partial", "skipped", "pending"]
+
+
+@dataclass(frozen=True, slots=True)
+class Phases:
+    collect: PhaseState
+    grade: PhaseState
+
+    def to_json(self) -> dict[str, Any]:
+        return {"collect": self.collect, "grade": self.grade}
+
+
+@dataclass(frozen=True, slots=True)
+class EvalRef:
+    """The eval the run was collected with (``collectedDigest``: a regrade's source eval)."""
+
+    name: str
+    path: str
+    digest: str
+    collected_digest: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GradingMeta:
+    """What a run's grading was done with: ``--resume`` refuses when this set changed."""
+
+    runner: Mapping[str, Any]
+    source: str
+    judges: Mapping[str, list[str]]
+    pairwise: str | None
+    graders: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runner": dict(self.runner), "source": self.source, "judges": {k: list(v) for k, v in
+                self.judges.items()}, "pairwise": self.pairwise, "graders": list(self.graders)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GradingMeta:
+        return cls(MappingProxyType(dict(data.get("runner") or {"name": "local"})), str(data.get("source", "live")),
+                   MappingProxyType({k: list(v) for k, v in (data.get("judges") or {}).items()}),
+                   data.get("pairwise"), tuple(data.get("graders") or ()))
+
+
+def _copy(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of JSON data (a run of 10,000 cases has a long ``cases`` list: orjson copies
+    it in microseconds, where ``copy.deepcopy`` takes tens of milliseconds)."""
+    copied: dict[str, Any] = orjson.loads(orjson.dumps(dict(data)))
+    return copied
+
+
+class RunMeta:
+    """run.json without its attempts. Read by the properties; changed only by making a new one."""
+
+    __slots__ = ("_data",)
+    _data: dict[str, Any]
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "_data", _copy(data))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"RunMeta is immutable; make a new one (with_phases, with_grading, ...), not {name}")
+
+    # -- the codec -----------------------------------------------------------------------------
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunMeta:
+        return cls(data)
+
+    def to_json(self) -> dict[str, Any]:
+        """A copy of the head, in the order it was read (new fields after the old)."""
+        return _copy(self._data)
+
+    def _with(self, **fields: Any) -> RunMeta:
+        # Shallow: the values kept are never handed out uncopied, so they are never changed.
+        data = dict(self._data)
+        data.update(_copy(fields))
+        made = RunMeta.__new__(RunMeta)
+        object.__setattr__(made, "_data", data)
+        return made
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RunMeta) and other._data == self._data
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RunMeta(id={self.id!r})"
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return str(self._data["id"])
+
+    @property
+    def eval(self) -> EvalRef:
+        e = self._data["eval"]
+        return EvalRef(str(e.get("name", "")), str(e.get("path", "")), str(e.get("digest", "")),
+                       e.get("collectedDigest"))
+
+    @property
+    def phases(self) -> Phases:
+        p = self._data["phases"]
+        return Phases(cast(PhaseState, p.get("collect", "pending")), cast(PhaseState, p.get("grade", "pending")))
+
+    @property
+    def case_ids(self) -> set[str]:
+        return {str(c["id"]) for c in self._data["cases"]}
+
+    @property
+    def cases(self) -> tuple[Mapping[str, Any], ...]:
+        return tuple(MappingProxyType(dict(c)) for c in self._data["cases"])
+
+    @property
+    def variants(self) -> tuple[Mapping[str, Any], ...]:
+        return tuple(MappingProxyType(dict(v)) for v in self._data["variants"])
+
+    @property
+    def runner(self) -> Mapping[str, Any]:
+        return MappingProxyType(_copy(self._data.get("runner") or {"name": "local"}))
+
+    @property
+    def no_grade(self) -> bool:
+        return bool(self._data.get("noGrade"))
+
+    @property
+    def regrade_of(self) -> str | None:
+        value = self._data.get("regradeOf")
+        return None if value is None else str(value)
+
+    @property
+    def grading(self) -> GradingMeta | None:
+        value = self._data.get("grading")
+        return GradingMeta.from_json(value) if value else None
+
+    # -- a changed copy ------------------------------------------------------------------------
+
+    def with_phases(self, *, collect: PhaseState | None = None, grade: PhaseState | None = None) -> RunMeta:
+        phases = dict(self._data["phases"])
+        if collect is not None:
+            phases["collect"] = collect
+        if grade is not None:
+            phases["grade"] = grade
+        return self._with(phases=phases)
+
+    def with_grading(self, grading: GradingMeta) -> RunMeta:
+        return self._with(grading=grading.to_json())
+
+    def with_grading_runner(self, runner: Mapping[str, Any]) -> RunMeta:
+        grading = dict(self._data.get("grading") or {})
+        grading["runner"] = dict(runner)
+        return self._with(grading=grading)
+
+    def with_runner(self, runner: Mapping[str, Any]) -> RunMeta:
+        return self._with(runner=dict(runner))
+
+    def updated(self, when: str) -> RunMeta:
+        return self._with(updatedAt=when)
+
+
+__all__ = ["EvalRef", "GradingMeta", "PhaseState", "Phases", "RunMeta"]

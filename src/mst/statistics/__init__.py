@@ -1,0 +1,95 @@
+"""The one home of mst's inferential statistics: pure functions, stdlib only, no other mst import.
+
+:mod:`mst.statistics.intervals` holds the distributions (Student's t, Wilson) and the means and
+proportions over cases with their intervals; :mod:`mst.statistics.paired` the case-paired
+differences and what is decided from them (decisions, power, Holm, the sign test);
+:mod:`mst.statistics.rates` builds pass rates, pass@k and preference counts on them. Because
+nothing here imports another mst module, every layer may use it (the run summary, the CI gate,
+experiment analysis, the graders) without depending on an engine module. See docs/statistics.md.
+"""
+
+from mst.statistics.intervals import (
+    CONFIDENCE,
+    MIN_CASES,
+    NO_BOUNDS,
+    POWER,
+    Z95,
+    Bounds,
+    betainc,
+    case_sum,
+    check_confidence,
+    clip,
+    clustered_mean,
+    difference_bounds,
+    mean_of_cases,
+    proportion_of_cases,
+    t_cdf,
+    t_quantile,
+    two_sided_quantile,
+    wilson_interval,
+)
+from mst.statistics.paired import (
+    cases_needed,
+    decide,
+    difference_of_pairs,
+    holm,
+    minimum_detectable_effect,
+    paired_difference,
+    sign_test,
+)
+from mst.statistics.rates import (
+    CasePassRule,
+    CaseStatus,
+    CaseTrials,
+    case_passes,
+    case_row,
+    case_status,
+    flip_rate,
+    pass_at_k,
+    pass_at_k_curve,
+    pass_hat_k,
+    pass_rate,
+    preference_counts,
+    variant_stats,
+)
+
+__all__ = [
+    "CONFIDENCE",
+    "MIN_CASES",
+    "NO_BOUNDS",
+    "POWER",
+    "Z95",
+    "Bounds",
+    "CasePassRule",
+    "CaseStatus",
+    "CaseTrials",
+    "betainc",
+    "case_passes",
+    "case_row",
+    "case_status",
+    "case_sum",
+    "cases_needed",
+    "check_confidence",
+    "clip",
+    "clustered_mean",
+    "decide",
+    "difference_bounds",
+    "difference_of_pairs",
+    "flip_rate",
+    "holm",
+    "mean_of_cases",
+    "minimum_detectable_effect",
+    "paired_difference",
+    "pass_at_k",
+    "pass_at_k_curve",
+    "pass_hat_k",
+    "pass_rate",
+    "preference_counts",
+    "proportion_of_cases",
+    "sign_test",
+    "t_cdf",
+    "t_quantile",
+    "two_sided_quantile",
+    "variant_stats",
+    "wilson_interval",
+]
