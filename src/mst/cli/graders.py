@@ -15,7 +15,6 @@ from typing import Any
 
 import click
 import orjson
-import yaml
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -23,6 +22,7 @@ from rich.table import Table
 
 from mst.cli.handling import handle_errors
 from mst.cli.options import confidence_option
+from mst.config.yamlfile import parse_yaml
 from mst.errors import EXIT_USER, UserError
 from mst.graders import (
     BUILTINS,
@@ -45,11 +45,11 @@ def _load_document(path: Path, what: str) -> Any:
     except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
         raise UserError(f"cannot read {what} {path}: {exc.__class__.__name__}") from None
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{what} {path} is not valid YAML or JSON{where}") from None
+        return parse_yaml(text.encode(), str(path))[0]  # bounded: no alias bomb, no deep nesting
+    except UserError as exc:
+        first = exc.problems[0]
+        where = f" at line {first.line}" if first.line is not None else ""
+        raise UserError(f"{what} {path} is not valid YAML or JSON{where}: {first.message}") from None
 
 
 def _fmt(value: Any) -> str:

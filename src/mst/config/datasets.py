@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 
 from mst.config.errors import Problem, UserError
+from mst.config.files import decode_utf8, read_file
 from mst.config.plugins import DATASETS, UnknownPlugin, load
+from mst.config.yamlfile import child, data_problems, parse_yaml, storable, subnode
 
 RawCase = tuple[dict[str, Any], str]  # (case mapping, "file:line")
 Loader = Callable[[Path | None, dict[str, Any]], Iterable[RawCase | dict[str, Any]]]
@@ -24,13 +25,8 @@ Loader = Callable[[Path | None, dict[str, Any]], Iterable[RawCase | dict[str, An
 
 def _read(path: Path | None) -> bytes:
     if path is None:
-        raise UserError("this dataset format needs a 'path'")
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(Problem(str(path), "dataset file not found")) from None
-    except IsADirectoryError:
-        raise UserError(Problem(str(path), "is a directory, expected a dataset file")) from None
+        raise UserError(Problem("", "this dataset format needs a 'path'", "path"))
+    return read_file(path, "dataset file", "a dataset file")
 
 
 def load_jsonl(path: Path | None, options: dict[str, Any]) -> Iterator[RawCase]:
@@ -49,16 +45,32 @@ def load_jsonl(path: Path | None, options: dict[str, Any]) -> Iterator[RawCase]:
 
 
 def load_csv(path: Path | None, options: dict[str, Any]) -> list[RawCase]:
-    """Columns ``id``, ``prompt``, ``expected``; any other column goes into ``metadata``."""
-    text = _read(path).decode("utf-8-sig")
-    reader = csv.DictReader(io.StringIO(text), delimiter=str(options.get("delimiter", ",")))
+    """Columns ``id``, ``prompt``, ``expected``; any other column goes into ``metadata``.
+
+    The text is read as the csv module requires (``newline=""``): CRLF and CR line endings work,
+    a CR inside a quoted field is kept, and a bare CR in an unquoted field ends the row.
+    """
+    raw = _read(path)
+    text = decode_utf8(raw, str(path))
+    delimiter = options.get("delimiter", ",")
+    if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in '"\r\n':
+        raise UserError(Problem(str(path), "the CSV option 'delimiter' must be one character "
+                                           f"(not a quote or a line break), got {delimiter!r}"))
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        return _csv_cases(reader, str(path))
+    except csv.Error as exc:
+        raise UserError(Problem(str(path), f"malformed CSV: {exc}", line=reader.line_num)) from None
+
+
+def _csv_cases(reader: csv.DictReader[str], path: str) -> list[RawCase]:
     out: list[RawCase] = []
     for row in reader:
         case: dict[str, Any] = {}
         metadata: dict[str, Any] = {}
         for key, value in row.items():
             if key is None:
-                raise UserError(Problem(str(path), "row has more fields than the header", line=reader.line_num))
+                raise UserError(Problem(path, "row has more fields than the header", line=reader.line_num))
             if key in ("id", "prompt", "expected"):
                 if value not in (None, ""):
                     case[key] = value
@@ -75,42 +87,60 @@ def load_csv(path: Path | None, options: dict[str, Any]) -> list[RawCase]:
 def load_yaml(path: Path | None, options: dict[str, Any]) -> list[RawCase]:
     """A YAML list of cases, or a mapping with a ``cases`` list."""
     raw = _read(path)
-    try:
-        node = yaml.compose(raw.decode("utf-8"), Loader=yaml.SafeLoader)
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise UserError(Problem(str(path), f"malformed YAML: {getattr(exc, 'problem', exc)}",
-                                line=mark.line + 1 if mark else None)) from None
+    data, node = parse_yaml(raw, str(path))
     if isinstance(data, dict) and "cases" in data:
-        data = data["cases"]
-        node = next((v for k, v in node.value if k.value == "cases"), None) if node is not None else None
+        data, node = data["cases"], subnode(node, ["cases"])
     if not isinstance(data, list):
         raise UserError(Problem(str(path), "expected a list of cases (or a mapping with 'cases')"))
     out: list[RawCase] = []
     for i, item in enumerate(data):
-        line = node.value[i].start_mark.line + 1 if isinstance(node, yaml.SequenceNode) else None
+        item_node = child(node, i)
+        line = item_node.start_mark.line + 1 if item_node is not None else None
         if not isinstance(item, dict):
             raise UserError(Problem(str(path), "each case must be a mapping", path=f"[{i}]", line=line))
         out.append((item, f"{path}:{line}" if line else f"{path}[{i}]"))
     return out
 
 
-def loader_for(fmt: str) -> Loader:
-    """The loader of dataset format ``fmt``: a built-in, or a ``mst.datasets`` plugin."""
+def loader_for(fmt: str, path: Path | None = None) -> Loader:
+    """The loader of dataset format ``fmt``: a built-in, or a ``mst.datasets`` plugin. ``path`` is
+    the file the format was read from (its extension), named in the error when it is unknown."""
     try:
         loaded: Loader = load(DATASETS, fmt)
     except UnknownPlugin as exc:
-        raise UserError(str(exc)) from None
+        if path is not None:
+            raise UserError(Problem(str(path), f"{exc} (by its extension: set 'format')")) from None
+        raise UserError(Problem("", f"{exc} (is a mst.datasets plugin of that name installed?)", "format")) from None
     return loaded
 
 
 def load_dataset(path: Path | None, fmt: str | None, options: dict[str, Any]) -> Iterator[RawCase]:
-    """The cases of one dataset, one at a time; a :class:`UserError` may come while iterating."""
+    """The cases of one dataset, one at a time; a :class:`UserError` may come while iterating.
+
+    Every case, whatever produced it (a plugin too), is checked for what a run cannot store
+    (see :func:`mst.config.yamlfile.data_problems`): a JSONL line may nest 1,000 levels deep.
+    """
+    by_suffix = fmt is None
     if fmt is None:
-        assert path is not None
+        if path is None:
+            raise UserError(Problem("", "give 'path' or 'format'", "path"))
+        if _is_dir(path):
+            raise UserError(Problem(str(path), "is a directory, expected a dataset file"))
         fmt = path.suffix.lstrip(".").lower()
         if fmt == "json":
             fmt = "jsonl"
-    for item in loader_for(fmt)(path, options):
-        yield item if isinstance(item, tuple) else (item, f"{path or fmt}")
+    for item in loader_for(fmt, path if by_suffix else None)(path, options):
+        case, where = item if isinstance(item, tuple) else (item, f"{path or fmt}")
+        if not storable(case):
+            file, _, line = where.rpartition(":")
+            at = int(line) if line.isdigit() else None
+            raise UserError([Problem(file if at else where, message, f"case {field}".rstrip(), at)
+                             for _, field, message in data_problems(case)])
+        yield case, where
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a name too long, say: reading the file names the problem
+        return False

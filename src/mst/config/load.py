@@ -12,31 +12,18 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from mst.config.errors import Problem, UserError
+from mst.config.files import read_file
 from mst.config.models import EvalConfig
+from mst.config.yamlfile import child, gc_paused_for, mapping_child, parse_yaml
 
 M = TypeVar("M", bound=BaseModel)
 
 
 def read_yaml(path: Path) -> tuple[Any, yaml.Node | None, bytes]:
-    """Parse a YAML file, keeping the node tree so errors can point at lines."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(Problem(str(path), "file not found")) from None
-    except IsADirectoryError:
-        raise UserError(Problem(str(path), "is a directory, expected a YAML file")) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(Problem(str(path), f"not UTF-8 text (byte {exc.start})")) from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise UserError(Problem(str(path), f"malformed YAML: {problem}", line=line)) from None
+    """Read and parse a YAML file once (see :mod:`mst.config.yamlfile`), keeping the node tree so
+    errors can point at lines."""
+    raw = read_file(path)
+    data, node = parse_yaml(raw, str(path))
     return data, node, raw
 
 
@@ -56,7 +43,8 @@ def load_eval(path: Path) -> EvalFile:
     data, node, raw = read_yaml(path)
     if not isinstance(data, dict):
         raise UserError(Problem(str(path), "expected a mapping at the top level (name, cases, variants, ...)"))
-    config = validate(EvalConfig, data, str(path), node)
+    with gc_paused_for(raw):  # the node tree is large and live: see mst.config.yamlfile
+        config = validate(EvalConfig, data, str(path), node)
     return EvalFile(config, hashlib.sha256(raw).hexdigest(), data, node)
 
 
@@ -73,8 +61,9 @@ def problems_from(
     exc: ValidationError, data: Any, file: str, node: yaml.Node | None = None, prefix: str = ""
 ) -> list[Problem]:
     problems = []
+    index = _KeyIndex()
     for err in exc.errors(include_input=False, include_url=False):
-        path, line = locate(err["loc"], data, node)
+        path, line = locate(err["loc"], data, node, index)
         path = f"{prefix}.{path}" if prefix and path else (prefix or path)
         problems.append(Problem(file, _message(err), path, line))
     return problems
@@ -90,12 +79,17 @@ def _message(err: Any) -> str:
     return msg.removeprefix("Value error, ")
 
 
-def locate(loc: Sequence[int | str], data: Any, node: yaml.Node | None) -> tuple[str, int | None]:
+def locate(
+    loc: Sequence[int | str], data: Any, node: yaml.Node | None, index: _KeyIndex | None = None
+) -> tuple[str, int | None]:
     """Render a pydantic error location as a field path over the real data, with its YAML line.
 
     Union and discriminator members (e.g. ``contains`` in ``assertions.0.contains.value``) appear
     in pydantic's location but not in the data; they are skipped so the path names real fields.
+    ``index`` caches each mapping's keys: a file with 20,000 unknown fields has 20,000 errors,
+    and scanning the mapping for each one made locating them quadratic.
     """
+    index = _KeyIndex() if index is None else index
     parts: list[str] = []
     line = _line(node)
     for i, key in enumerate(loc):
@@ -103,11 +97,11 @@ def locate(loc: Sequence[int | str], data: Any, node: yaml.Node | None) -> tuple
         if isinstance(data, list) and isinstance(key, int) and 0 <= key < len(data):
             parts.append(f"[{key}]")
             data = data[key]
-            node = _child(node, key)
+            node = child(node, key)
         elif isinstance(data, dict) and key in data:
             parts.append(f".{key}")
             data = data[key]
-            key_node, node = _mapping_child(node, str(key))
+            key_node, node = index.lookup(node, str(key))
             line = _line(key_node) or line
             continue
         elif isinstance(data, dict) and last:
@@ -119,27 +113,23 @@ def locate(loc: Sequence[int | str], data: Any, node: yaml.Node | None) -> tuple
     return "".join(parts).lstrip("."), line
 
 
-def subnode(node: yaml.Node | None, keys: Sequence[int | str]) -> yaml.Node | None:
-    """The node at a path of mapping keys and sequence indexes, or None where it is absent."""
-    for key in keys:
-        node = _child(node, key) if isinstance(key, int) else _mapping_child(node, key)[1]
-    return node
+class _KeyIndex:
+    """Mapping nodes' keys by name, built once per mapping node that errors point into."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[int, dict[str, tuple[yaml.Node, yaml.Node]]] = {}
+
+    def lookup(self, node: yaml.Node | None, key: str) -> tuple[yaml.Node | None, yaml.Node | None]:
+        if not isinstance(node, yaml.MappingNode):
+            return None, None
+        keys = self._by_node.get(id(node))
+        if keys is None:
+            if len(node.value) < 8:
+                return mapping_child(node, key)
+            keys = {k.value: (k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+            self._by_node[id(node)] = keys
+        return keys.get(key, (None, None))
 
 
 def _line(node: yaml.Node | None) -> int | None:
     return node.start_mark.line + 1 if node is not None else None
-
-
-def _child(node: yaml.Node | None, index: int) -> yaml.Node | None:
-    if isinstance(node, yaml.SequenceNode) and index < len(node.value):
-        child: yaml.Node = node.value[index]
-        return child
-    return None
-
-
-def _mapping_child(node: yaml.Node | None, key: str) -> tuple[yaml.Node | None, yaml.Node | None]:
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            if isinstance(k, yaml.ScalarNode) and k.value == key:
-                return k, v
-    return None, None

@@ -4,10 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 SECRET_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _no_nul(value: str) -> str:
+    if "\0" in value:
+        raise ValueError("must not contain a NUL character (\\0): it cannot be a path, an argument or an "
+                         "environment value")
+    return value
+
+
+# Text handed to the operating system (paths, a server's command line and environment): a NUL
+# there fails every attempt (a retryable failure for ever) or crashes the run, so it is refused here.
+OsText = Annotated[str, AfterValidator(_no_nul)]
 
 
 class Strict(BaseModel):
@@ -148,7 +160,7 @@ class CaseConfig(Strict):
 class DatasetConfig(Strict):
     """Cases from a file (JSONL, CSV, YAML, by extension or `format`) or a `mst.datasets` plugin."""
 
-    path: str | None = None
+    path: OsText | None = None
     format: str | None = Field(None, description="jsonl, csv, yaml, or a mst.datasets entry point.")
     options: dict[str, Any] = Field(default_factory=dict)
 
@@ -171,15 +183,15 @@ class _ServerBase(Strict):
 
 
 class StdioServer(_ServerBase):
-    command: str
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
+    command: OsText
+    args: list[OsText] = Field(default_factory=list)
+    env: dict[OsText, OsText] = Field(default_factory=dict)
+    cwd: OsText | None = None
 
 
 class HttpServer(_ServerBase):
-    url: str = Field(pattern=r"^https?://")
-    headers: dict[str, str] = Field(default_factory=dict)
+    url: OsText = Field(pattern=r"^https?://")
+    headers: dict[OsText, OsText] = Field(default_factory=dict)
 
 
 McpServer = StdioServer | HttpServer
@@ -215,7 +227,7 @@ class EvalConfig(Strict):
 
     name: str = Field(min_length=1)
     description: str | None = None
-    runsDir: str | None = Field(None, description="Where runs are written; default ./runs.")
+    runsDir: OsText | None = Field(None, description="Where runs are written; default ./runs.")
     trials: int = Field(1, ge=1, le=10_000, description="Trials per case for every variant.")
     concurrency: int = Field(4, ge=1, le=10_000)
     gradingConcurrency: int | None = Field(
@@ -224,7 +236,10 @@ class EvalConfig(Strict):
         "a provider or a CLI gain from more; CPU-bound Python judges run best at 1.",
     )
     deadlineSeconds: float = Field(600, gt=0, description="mst's deadline for one attempt.")
-    seed: int = 0
+    seed: int = Field(
+        0, ge=-(2**63), le=2**63 - 1,
+        description="Seeds the mock model's draws; stored in run.json, so it must fit in 64 bits.",
+    )
     casePass: CasePassRule | CasePass = Field(
         "all", description="When a case passes: all trials (default), any, majority, or {atLeast: f}."
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -87,9 +88,18 @@ def load_transcript(path: Path | str) -> tuple[list[Event], bytes | None]:
     except FileNotFoundError:
         raise TranscriptError(f"{path}: transcript file is missing (evidence lost: `mst run --resume RUN` "
                               "collects this attempt again)") from None
+    except IsADirectoryError:
+        raise TranscriptError(f"{path}: is a directory, expected a transcript file") from None
+    except OSError as exc:
+        if exc.errno not in _BAD_PATH:
+            raise  # a fault of the disk, not of the path: the caller reports it
+        raise TranscriptError(f"{path}: cannot read the transcript: {exc.strerror}") from None
     events = parse_transcript(raw, os.fspath(path))
     plain = raw.endswith(b"\n") and raw.count(b"\n") == len(events) and not raw.startswith(b"[")
     return events, raw if plain else None
+
+
+_BAD_PATH = frozenset({errno.ELOOP, errno.ENAMETOOLONG})  # a symlink loop, a name too long
 
 
 def _load_line(line: bytes, where: str) -> object:

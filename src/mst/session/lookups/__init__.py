@@ -24,7 +24,8 @@ Decisions, each documented where it is made:
   lookups hold positions into the session and small immutable records.
 """
 
-from mst.session.lookups.build import create_session_lookups, paused_gc
+from mst._gc import paused_gc
+from mst.session.lookups.build import create_session_lookups
 from mst.session.lookups.fields import canonical_key, event_data, is_main_agent, normalise_tool_name
 from mst.session.lookups.gateway import is_retry
 from mst.session.lookups.records import (

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from mst._gc import paused_gc
 from mst.session.events import MODEL_REQUEST, PHASE_AGENT, SESSION_RESULT, TOOL_COMPLETE, TOOL_START
 from mst.session.lookups.fields import event_data, is_main_agent
 from mst.session.lookups.gateway import _deduplicate, _Gateway
@@ -23,34 +22,10 @@ from mst.session.lookups.records import (
 from mst.session.lookups.tools import _Correlator, _Slot
 from mst.session.lookups.usage import _Usage
 
-_SMALL_SESSION = 1000  # events: too few for a collection to sweep them often
-
-
-@contextmanager
-def paused_gc(size: int) -> Iterator[None]:
-    """Pause the cyclic garbage collector for a linear pass over a session of ``size`` events.
-
-    The pass allocates many small acyclic records; each automatic collection would otherwise
-    traverse the whole (large, live) session, which made building lookups several times slower
-    than the work itself and its cost grow faster than linearly. Collection is re-enabled on
-    exit (also on error) if it was enabled before; nothing allocated here forms a cycle. A small
-    session (most trials) is left alone: pausing would cost more than it saves.
-    """
-    if size < _SMALL_SESSION:
-        yield
-        return
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
 
 def create_session_lookups(session: Sequence[Any]) -> SessionLookups:
     """Build the shared lookups in one linear pass (plus a timestamp pass only when no explicit
-    duration was recorded), with the garbage collector paused (see :func:`paused_gc`). Items
+    duration was recorded), with the garbage collector paused (see :func:`mst._gc.paused_gc`). Items
     that are not objects, or whose type is not a string, are skipped, never indexed."""
     with paused_gc(len(session)):
         return _build(session)

@@ -34,7 +34,7 @@ def canonical_key(value: Any) -> str:
         try:
             return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
         except TypeError:
-            return repr(value)
+            return fallback_key(value)
     if isinstance(value, str) and value[:1] in ("{", "["):
         text: str = value
         try:
@@ -44,7 +44,32 @@ def canonical_key(value: Any) -> str:
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
     except TypeError:
-        return repr(value)
+        return fallback_key(value)
+
+
+def fallback_key(value: Any) -> str:
+    """:func:`canonical_key` for what orjson cannot encode: nesting beyond its 255 levels (tool
+    arguments may nest 1,000 deep) or values that are not JSON. Built without recursion, since
+    ``repr`` of such a value raises RecursionError; keys are sorted, as in the JSON form."""
+    out: list[str] = []
+    stack: list[tuple[bool, Any]] = [(False, value)]  # (is literal text, item)
+    while stack:
+        is_text, item = stack.pop()
+        if is_text:
+            out.append(item)
+        elif isinstance(item, dict):
+            out.append("{")
+            stack.append((True, "}"))
+            for n, key in enumerate(sorted(item, key=str, reverse=True)):
+                stack.extend([(True, ",")] * (n > 0) + [(False, item[key]), (True, f"{key!r}:")])
+        elif isinstance(item, (list, tuple)):
+            out.append("[")
+            stack.append((True, "]"))
+            for n, element in enumerate(reversed(item)):
+                stack.extend([(True, ",")] * (n > 0) + [(False, element)])
+        else:
+            out.append(repr(item))
+    return "".join(out)
 
 
 def normalise_tool_name(name: str, server: str | None) -> str:

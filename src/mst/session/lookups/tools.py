@@ -18,6 +18,7 @@ from mst.session.lookups.fields import (
     _str_field,
     _timestamp,
     canonical_key,
+    fallback_key,
     normalise_tool_name,
 )
 from mst.session.lookups.records import SOURCE_NATIVE, ToolCall
@@ -44,7 +45,7 @@ def _freeze_all(slots: list[_Slot]) -> list[ToolCall]:
             try:
                 slot[_ARGS_KEY] = dumps(args, option=sort_keys).decode()
             except TypeError:
-                slot[_ARGS_KEY] = repr(args)
+                slot[_ARGS_KEY] = fallback_key(args)
         else:
             slot[_ARGS_KEY] = canonical_key(args)
         append(new(ToolCall, slot))
