@@ -95,7 +95,8 @@ def build_eval(tmp: Path, fake: FakeProvider, claude: Path) -> Path:
             fake.script(model, [refusal(model) if s == "refusal" else s for s in steps])
         raw = orjson.dumps({"command": [str(claude)], **settings}).decode()
         resolved = orjson.loads(raw.replace("{closed}", str(closed)).replace("{claude}", str(claude)))
-        variants.append({"id": vid, "client": "claude-code", "model": model, "settings": resolved, "mcpServers": servers})
+        variants.append({"id": vid, "client": "claude-code", "model": model, "settings": resolved, "mcpServers": servers,
+                         "secrets": ["ANTHROPIC_API_KEY"]})
     variants[0]["baseline"] = True
     doc = {"name": "real-claude", "trials": 1, "concurrency": 4, "deadlineSeconds": 60,
            "cases": [{"id": "c1", "prompt": "How many claw hammers are in stock?", "expected": "42"}],

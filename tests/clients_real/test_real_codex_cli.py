@@ -157,7 +157,8 @@ def http_endings(url: str) -> dict[str, tuple[list[Any], dict[str, Any], dict[st
 def endings_eval(tmp: Path, home: Path, endings: dict[str, Any]) -> Path:
     variants = []
     for vid, (_, servers, settings, _) in endings.items():
-        variants.append({"id": vid, "client": "codex", "model": vid, "mcpServers": servers, "settings": {
+        variants.append({"id": vid, "client": "codex", "model": vid, "mcpServers": servers,
+                         "secrets": ["MST_FAKE_KEY"], "settings": {
             "command": [str(real_tool("codex"))], "env": {"CODEX_HOME": str(home)}, "timeLimitSeconds": 45,
             **settings}})
     variants[0]["baseline"] = True
