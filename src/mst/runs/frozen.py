@@ -8,6 +8,7 @@ is then silently dropped.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -27,8 +28,9 @@ class JsonView(Mapping[str, Any]):
 
     __slots__ = ()
 
+    @abstractmethod
     def to_json(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """The record as the JSON it is stored as."""
 
     def __getitem__(self, name: str) -> Any:
         return freeze(self.to_json()[name])
