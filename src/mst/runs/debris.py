@@ -189,7 +189,7 @@ class OwnedDir:
 
 
 def owned_dir(prefix: str, parent: str | Path | None = None, *, share: bool = False) -> OwnedDir:
-    """``<parent>/<prefix><pid>-XXXX``, created and locked (see the module docstring).
+    """``<parent>/<prefix><pid>-<random suffix>``, created and locked (see the module docstring).
 
     ``share``: the shard workers this process starts inherit the locked descriptor
     (:func:`locks_for_children`), so the directory counts as in use until they have all exited.
