@@ -28,7 +28,6 @@ from mst.export.otlp_spans import AttemptView, SpanRecord, attempt_spans
 from mst.session.io import TranscriptError, read_transcript
 
 if TYPE_CHECKING:
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import ReadableSpan
 
 INSTALL_HINT: Final = "pip install 'mst[otlp]'"
@@ -86,16 +85,16 @@ def export_run(run_dir: Path, endpoint: str | None = None) -> ExportResult:
 
     url = traces_endpoint(endpoint)
     run = open_run(run_dir)
-    exporter = _exporter(url)
+    sender = _Sender(url)
     total = len(run.attempts)
     sent_attempts = sent_spans = 0
     try:
-        for attempts, spans in _batches(run, _converter()):
-            _send(exporter, spans, url, sent_attempts, total)
+        for attempts, records in _batches(run):
+            sender.send(records, sent_attempts, total)
             sent_attempts += attempts
-            sent_spans += len(spans)
+            sent_spans += len(records)
     finally:
-        exporter.shutdown()  # type: ignore[no-untyped-call]
+        sender.close()
     return ExportResult(url, sent_attempts, sent_spans)
 
 
@@ -145,10 +144,10 @@ def _created_ms(meta: Any) -> float:
         return 0.0
 
 
-def _batches(run: Any, convert: Any) -> Iterator[tuple[int, list[ReadableSpan]]]:
+def _batches(run: Any) -> Iterator[tuple[int, list[SpanRecord]]]:
     attempts, spans = 0, []
     for view in _views(run):
-        spans.extend(convert(attempt_spans(view)))
+        spans += attempt_spans(view)
         attempts += 1
         if len(spans) >= SPANS_PER_REQUEST:
             yield attempts, spans
@@ -157,8 +156,19 @@ def _batches(run: Any, convert: Any) -> Iterator[tuple[int, list[ReadableSpan]]]
         yield attempts, spans
 
 
-def _converter() -> Any:
-    """A function from :class:`SpanRecord` s to SDK spans, its SDK objects made once."""
+def resource_attributes() -> dict[str, Any]:
+    """mst's resource, merged by the SDK with ``OTEL_RESOURCE_ATTRIBUTES`` / ``OTEL_SERVICE_NAME``."""
+    from opentelemetry.sdk.resources import Resource
+
+    from mst import __version__
+
+    return dict(Resource.create({"service.name": "mst", "service.version": __version__}).attributes)
+
+
+def sdk_converter(resource_attrs: Mapping[str, Any]) -> Any:
+    """A function from :class:`SpanRecord` s to SDK spans, its SDK objects made once: what the
+    SDK's own exporter is given when its HTTP client cannot take bytes (and what tests encode
+    with the SDK's encoder to check :mod:`mst.export.otlp_wire`)."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -167,7 +177,7 @@ def _converter() -> Any:
 
     from mst import __version__
 
-    resource = Resource.create({"service.name": "mst", "service.version": __version__})
+    resource = Resource(dict(resource_attrs))
     scope = InstrumentationScope("mst", __version__)
     sampled = TraceFlags(TraceFlags.SAMPLED)
     kinds = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
@@ -187,29 +197,55 @@ def _converter() -> Any:
     return convert
 
 
-def _exporter(url: str) -> OTLPSpanExporter:
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+class _Sender:
+    """The SDK's OTLP/HTTP exporter, fed the request's bytes from :mod:`mst.export.otlp_wire`.
 
-    return OTLPSpanExporter(endpoint=url)
+    The exporter's HTTP client does what the exporter does with a request — the endpoint's
+    headers, compression, certificates and timeout from ``OTEL_EXPORTER_OTLP_*``, retries with
+    backoff on 429/502/503/504 and connection errors — and the bytes are the ones the SDK's
+    encoder makes for the same spans (tests compare them), made about ten times cheaper. An
+    exporter without that client (another SDK release) is given SDK spans instead.
+    """
 
+    def __init__(self, url: str) -> None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-def _send(exporter: OTLPSpanExporter, spans: list[ReadableSpan], url: str, sent: int, total: int) -> None:
-    """One request (the exporter retries what OTLP calls retryable); a failure names its reason,
-    which the exporter only logs, so its log is listened to for the length of the call."""
-    from opentelemetry.sdk.trace.export import SpanExportResult
+        from mst import __version__
+        from mst.export.otlp_wire import Encoder
 
-    reasons = _Reasons()
-    logger = logging.getLogger(_EXPORTER_LOGGER)
-    logger.addHandler(reasons)
-    try:
-        result = exporter.export(spans)
-    finally:
-        logger.removeHandler(reasons)
-    if result is not SpanExportResult.SUCCESS:
-        why = reasons.last or "the request failed"
-        raise OtlpExportError(Problem(url, f"the OTLP endpoint did not take the spans ({why}); "
-                                           f"{sent} of {total} attempts were sent before. The run is "
-                                           "unchanged: send it again with `mst export otlp RUN`"))
+        self.url = url
+        self.exporter = OTLPSpanExporter(endpoint=url)
+        client = getattr(self.exporter, "_client", None)
+        self.client = client if callable(getattr(client, "export", None)) else None
+        resource = resource_attributes()
+        self.encoder = Encoder(resource, "mst", __version__)
+        self.convert = None if self.client is not None else sdk_converter(resource)
+
+    def send(self, records: list[SpanRecord], sent: int, total: int) -> None:
+        """One request; a failure names its reason, which the exporter only logs, so its log
+        is listened to for the length of the call."""
+        reasons = _Reasons()
+        logger = logging.getLogger(_EXPORTER_LOGGER)
+        logger.addHandler(reasons)
+        try:
+            if self.client is not None:
+                encode = self.encoder.span
+                ok = bool(self.client.export(self.encoder.request([encode(r) for r in records])).success)
+            else:
+                from opentelemetry.sdk.trace.export import SpanExportResult
+
+                assert self.convert is not None
+                ok = self.exporter.export(self.convert(records)) is SpanExportResult.SUCCESS
+        finally:
+            logger.removeHandler(reasons)
+        if not ok:
+            why = reasons.last or "the request failed"
+            raise OtlpExportError(Problem(self.url, f"the OTLP endpoint did not take the spans ({why}); "
+                                                    f"{sent} of {total} attempts were sent before. The run is "
+                                                    "unchanged: send it again with `mst export otlp RUN`"))
+
+    def close(self) -> None:
+        self.exporter.shutdown()  # type: ignore[no-untyped-call]
 
 
 class _Reasons(logging.Handler):

@@ -217,6 +217,8 @@ def _tool_span(start: Mapping[str, Any], done: Mapping[str, Any] | None, trace: 
         attrs["gen_ai.tool.call.id"] = str(start["toolCallId"])
     if isinstance(start.get("mcpServerName"), str):
         attrs["mst.mcp.server"] = start["mcpServerName"]
+    if start.get("rejected") or (done is not None and done.get("rejected")):
+        attrs["mst.tool.rejected"] = True  # mst refused the call: it reached no server
     error: str | None
     if done is None:
         error = "the transcript records no result for this call"
