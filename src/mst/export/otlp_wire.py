@@ -94,6 +94,8 @@ class Encoder:
             parts.append(self.attributes(r.attributes.items(), b"\x4A"))
         if r.error is not None:
             parts.append(_field(0x7A, _field(0x12, r.error.encode()) + b"\x18" + bytes((_STATUS_ERROR,))))
+        else:
+            parts.append(b"\x7A\x00")  # an empty Status (code unset), as the SDK's encoder writes it
         parts.append(_FLAGS)
         return b"".join(parts)
 
