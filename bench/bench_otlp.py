@@ -8,7 +8,7 @@ its CPU is not the exporter's). The figure is attempts / wall seconds of ``expor
 run.json, results.json and every transcript, building the spans, encoding and POSTing them — and
 the exporting process's CPU (user+sys) beside it. Target: ≥ 5,000 attempts/s.
 
-    .venv/bin/python bench/bench_otlp.py [--attempts 10000] [--repeat 3] [--keep DIR]
+    .venv/bin/python bench/bench_otlp.py [--attempts 10000] [--repeat 3] [--keep DIR] [--sdk-encoder]
 
 Figures: bench/otlp.md.
 """
@@ -89,11 +89,23 @@ def _count(port: int) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--attempts", type=int, default=10000)
+    parser.add_argument("--attempts", type=int, default=10000)  # only when the run is made
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="make (or reuse) the run in this directory")
+    parser.add_argument("--sdk-encoder", action="store_true",
+                        help="give the exporter SDK spans to encode itself (the path without otlp_wire)")
     args = parser.parse_args()
+    from mst.export import otlp
     from mst.export.otlp import export_run
+
+    if args.sdk_encoder:
+        made_sender = otlp._Sender.__init__
+
+        def sdk_sender(self: Any, url: str) -> None:
+            made_sender(self, url)
+            self.client, self.convert = None, otlp.sdk_converter(otlp.resource_attributes())
+
+        otlp._Sender.__init__ = sdk_sender  # type: ignore[method-assign]
 
     with tempfile.TemporaryDirectory() as tmp:
         base = args.keep or Path(tmp)
