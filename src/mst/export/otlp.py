@@ -17,6 +17,7 @@ import importlib.util
 import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -88,13 +89,25 @@ def export_run(run_dir: Path, endpoint: str | None = None) -> ExportResult:
     sender = _Sender(url)
     total = len(run.attempts)
     sent_attempts = sent_spans = 0
-    try:
-        for attempts, records in _batches(run):
-            sender.send(records, sent_attempts, total)
-            sent_attempts += attempts
-            sent_spans += len(records)
-    finally:
-        sender.close()
+    # One request in flight while the next batch is read and encoded: the wait for the endpoint
+    # (the socket releases the GIL) overlaps mst's own work instead of adding to it.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mst-otlp") as pool:
+        in_flight: Future[None] | None = None
+        try:
+            for attempts, records in _batches(run):
+                request = sender.encode(records)
+                if in_flight is not None:
+                    in_flight.result()  # raises the previous request's failure before sending more
+                in_flight = pool.submit(sender.send, request, sent_attempts, total)
+                sent_attempts += attempts
+                sent_spans += len(records)
+            if in_flight is not None:
+                in_flight.result()
+        finally:
+            if in_flight is not None:
+                in_flight.cancel()
+                wait([in_flight])
+            sender.close()
     return ExportResult(url, sent_attempts, sent_spans)
 
 
@@ -221,21 +234,29 @@ class _Sender:
         self.encoder = Encoder(resource, "mst", __version__)
         self.convert = None if self.client is not None else sdk_converter(resource)
 
-    def send(self, records: list[SpanRecord], sent: int, total: int) -> None:
+    def encode(self, records: list[SpanRecord]) -> bytes | list[ReadableSpan]:
+        """The request: its bytes, or SDK spans for an exporter that encodes them itself."""
+        if self.client is not None:
+            encode = self.encoder.span
+            return self.encoder.request([encode(r) for r in records])
+        assert self.convert is not None
+        spans: list[ReadableSpan] = self.convert(records)
+        return spans
+
+    def send(self, request: bytes | list[ReadableSpan], sent: int, total: int) -> None:
         """One request; a failure names its reason, which the exporter only logs, so its log
-        is listened to for the length of the call."""
+        is listened to for the length of the call. ``sent`` attempts of ``total`` went before."""
         reasons = _Reasons()
         logger = logging.getLogger(_EXPORTER_LOGGER)
         logger.addHandler(reasons)
         try:
-            if self.client is not None:
-                encode = self.encoder.span
-                ok = bool(self.client.export(self.encoder.request([encode(r) for r in records])).success)
+            if isinstance(request, bytes):
+                assert self.client is not None
+                ok = bool(self.client.export(request).success)
             else:
                 from opentelemetry.sdk.trace.export import SpanExportResult
 
-                assert self.convert is not None
-                ok = self.exporter.export(self.convert(records)) is SpanExportResult.SUCCESS
+                ok = self.exporter.export(request) is SpanExportResult.SUCCESS
         finally:
             logger.removeHandler(reasons)
         if not ok:
