@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from clients_helpers import agent, of_type, processes_with_env, run, wait_gone
+from tests.realtools import tool
 
 from mst.endings import COMPLETED
-from tests.realtools import tool
 
 
 def _everything(marker: str) -> dict[str, Any]:
