@@ -143,3 +143,18 @@ def test_help_does_not_import_the_sdk() -> None:
             "print(sorted(m for m in sys.modules if m.startswith(('opentelemetry', 'google.protobuf'))))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_an_attempt_whose_transcript_is_gone_still_sends_its_root_saying_why(tmp_path: Path) -> None:
+    assert run_cli("run", str(_eval(tmp_path)), "--runs-dir", "runs", cwd=tmp_path).returncode == 0
+    run = only_run(tmp_path / "runs")
+    gone = load(run / "run.json")["attempts"][0]
+    (run / gone["transcript"]).unlink()
+    with receiver() as rec:
+        assert run_cli("export", "otlp", str(run), "--endpoint", rec.url, cwd=tmp_path).returncode == 0
+    [root] = [s for s in rec.spans if s["parent"] is None and s["attrs"]["mst.case"] == gone["case"]
+              and s["attrs"]["mst.variant"] == gone["variant"] and s["attrs"]["mst.trial"] == gone["trial"]]
+    assert "transcript file is missing" in root["attrs"]["mst.transcript.error"]
+    assert not [s for s in rec.spans if s["trace_id"] == root["trace_id"] and s["parent"] is not None
+                and s["attrs"].get("gen_ai.operation.name") in ("chat", "execute_tool")]
+    assert len([s for s in rec.spans if s["parent"] is None]) == 8

@@ -40,4 +40,7 @@ def export_after_run(run_dir: Path, endpoint: str | None) -> None:
         for problem in exc.problems:
             click.secho(f"warning: OTLP export failed: {problem}", fg="yellow", err=True)
         return
+    except Exception as exc:  # whatever broke in the export, the run it was sending is done and kept
+        click.secho(f"warning: OTLP export failed: {type(exc).__name__}: {exc}", fg="yellow", err=True)
+        return
     click.secho(f"otlp: sent {result.attempts} attempts ({result.spans} spans) to {result.endpoint}", err=True)

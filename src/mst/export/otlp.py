@@ -31,6 +31,9 @@ from mst.session.io import TranscriptError, read_transcript
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
+    from mst.runs.meta import RunMeta
+    from mst.runs.run import Run
+
 INSTALL_HINT: Final = "pip install 'mst[otlp]'"
 DEFAULT_ENDPOINT: Final = "http://localhost:4318"  # the OTLP/HTTP default (OpenTelemetry's exporter spec)
 TRACES_PATH: Final = "/v1/traces"
@@ -111,7 +114,7 @@ def export_run(run_dir: Path, endpoint: str | None = None) -> ExportResult:
     return ExportResult(url, sent_attempts, sent_spans)
 
 
-def _views(run: Any) -> Iterator[AttemptView]:
+def _views(run: Run) -> Iterator[AttemptView]:
     """Each attempt with its grading and transcript, decoded from the bytes the run keeps."""
     root, meta = run.root, run.meta
     variants = {str(v.get("id")): v for v in meta.variants}
@@ -121,33 +124,35 @@ def _views(run: Any) -> Iterator[AttemptView]:
         record = orjson.loads(raw)
         key = (record["variant"], record["case"], record["trial"])
         grading = orjson.loads(grades.raw(key)) if key in grades else None
-        events, fallback = _transcript(root, record, created)
+        events, fallback, problem = _transcript(root, record, created)
         yield AttemptView(meta.id, meta.eval.name, variants.get(record["variant"], {}), record, grading,
-                          events, fallback)
+                          events, fallback, problem)
 
 
-def _transcript(root: str, record: Mapping[str, Any], created_ms: float) -> tuple[Sequence[Any], float]:
-    """The attempt's events (none when its transcript is gone: the root span still goes) and a
-    start time for a record written before ``startedAt``: its transcript's mtime less its duration."""
+def _transcript(root: str, record: Mapping[str, Any], created_ms: float
+                ) -> tuple[Sequence[Any], float, str | None]:
+    """The attempt's events, a start time for a record written before ``startedAt`` (its
+    transcript's mtime less its duration), and why there are no events when the transcript
+    cannot be read (the root span still goes, and says so)."""
     rel = record.get("transcript")
     if not isinstance(rel, str):
-        return (), created_ms
+        return (), created_ms, "the attempt has no transcript"
     path = f"{root}/{rel}"
     try:
         events = read_transcript(path)
-    except (TranscriptError, OSError):
-        return (), created_ms
+    except (TranscriptError, OSError) as exc:
+        return (), created_ms, str(exc)
     if "startedAt" in record:
-        return events, created_ms
+        return events, created_ms, None
     duration = record.get("durationMs")
     try:
         end_ms = os.stat(path).st_mtime * 1000
     except OSError:
-        return events, created_ms
-    return events, end_ms - (duration if isinstance(duration, int | float) else 0)
+        return events, created_ms, None
+    return events, end_ms - (duration if isinstance(duration, int | float) else 0), None
 
 
-def _created_ms(meta: Any) -> float:
+def _created_ms(meta: RunMeta) -> float:
     from datetime import datetime
 
     created = meta.to_json().get("createdAt")
@@ -157,7 +162,7 @@ def _created_ms(meta: Any) -> float:
         return 0.0
 
 
-def _batches(run: Any) -> Iterator[tuple[int, list[SpanRecord]]]:
+def _batches(run: Run) -> Iterator[tuple[int, list[SpanRecord]]]:
     attempts, spans = 0, []
     for view in _views(run):
         spans += attempt_spans(view)

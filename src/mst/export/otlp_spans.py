@@ -62,6 +62,7 @@ class AttemptView:
     grading: Mapping[str, Any] | None  # the trial's grading record as stored
     events: Sequence[Event]
     fallback_start_ms: float  # when the record has no startedAt (runs written before it)
+    transcript_error: str | None = None  # why ``events`` is empty: the transcript is missing or unreadable
 
 
 def trace_ids(run_id: str, record: Mapping[str, Any]) -> tuple[int, int]:
@@ -120,6 +121,8 @@ def _root(view: AttemptView, trace: int, span: int, start: int, end: int) -> Spa
         _tokens(attrs, usage.get("inputTokens"), usage.get("outputTokens"))
     error = _ending_attrs(attrs, record.get("ending"))
     _grading_attrs(attrs, view.grading)
+    if view.transcript_error is not None:
+        attrs["mst.transcript.error"] = view.transcript_error
     name = f"invoke_agent {record['variant']}/{record['case']}/{record['trial']}"
     return SpanRecord(name, trace, span, None, "internal", start, max(end, start), attrs, error)
 
