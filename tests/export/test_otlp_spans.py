@@ -171,3 +171,12 @@ def test_the_endpoint_comes_from_the_option_then_the_standard_variables() -> Non
 
     with pytest.raises(UserError, match="not an http"):
         traces_endpoint("localhost:4318", {})
+
+
+def test_llm_usage_kept_under_the_verdicts_usage_is_read_too() -> None:
+    verdict = {"judge": "rubric", "kind": "llm", "passed": True,
+               "usage": {"model": "judge-9", "inputTokens": 5, "outputTokens": 2, "latencyMs": 10}}
+    [judge] = attempt_spans(view(grading={"status": "passed", "passed": True, "verdicts": [verdict]}))[-1:]
+    assert judge.attributes["gen_ai.request.model"] == "judge-9"
+    assert (judge.attributes["gen_ai.usage.input_tokens"], judge.attributes["gen_ai.usage.output_tokens"]) == (5, 2)
+    assert judge.end_ns - judge.start_ns == 10 * MS

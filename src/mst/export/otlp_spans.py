@@ -249,16 +249,25 @@ def _judge_spans(grading: Mapping[str, Any] | None, trace: int, parent: int, fir
             attrs["mst.judge.score"] = float(verdict["score"])
         if isinstance(verdict.get("reason"), str):
             attrs["mst.judge.reason"] = verdict["reason"]
-        model = verdict.get("model")
+        usage = verdict.get("usage") if isinstance(verdict.get("usage"), dict) else {}
+        model = _field(verdict, usage, "model")
         if isinstance(model, str):
             attrs["gen_ai.operation.name"] = "chat"
             attrs["gen_ai.request.model"] = model
-            _tokens(attrs, verdict.get("inputTokens"), verdict.get("outputTokens"))
-        if isinstance(verdict.get("costUsd"), int | float):
-            attrs["mst.judge.cost_usd"] = float(verdict["costUsd"])
-        took = verdict.get("latencyMs", verdict.get("durationMs"))
+            _tokens(attrs, _field(verdict, usage, "inputTokens"), _field(verdict, usage, "outputTokens"))
+        cost = _field(verdict, usage, "costUsd")
+        if isinstance(cost, int | float):
+            attrs["mst.judge.cost_usd"] = float(cost)
+        took = _field(verdict, usage, "latencyMs")
+        took = verdict.get("durationMs") if took is None else took
         length = int(took * _MS) if isinstance(took, int | float) and took >= 0 else 0
         spans.append(SpanRecord(f"mst.judge {judge}", trace, first + len(spans), parent,
                                 "client" if model else "internal", at, at + length, attrs))
         at += length
     return spans
+
+
+def _field(verdict: Mapping[str, Any], usage: Mapping[str, Any], name: str) -> Any:
+    """A judge's usage field: on the verdict record (docs/otlp.md), else inside its ``usage``."""
+    value = verdict.get(name)
+    return usage.get(name) if value is None else value
