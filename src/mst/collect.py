@@ -105,7 +105,7 @@ class Collector:
             deadline_s=deadline, artifacts_dir=self.root / RunPaths.artifacts_rel(variant.id, case.id, spec.trial),
             transcript=recorder, secrets=self._secrets.get(variant.id, {}), case_mock=case.mock,
         )
-        started = time.monotonic()
+        started, started_at = time.monotonic(), time.time()
         produced: endings.Ending | BaseException
         outcome: AttemptOutcome | None = None
         deadline_passed = False
@@ -119,7 +119,9 @@ class Collector:
         except Exception as exc:
             produced = exc
         ending = endings.stored_ending(produced, deadline_passed=deadline_passed)
-        return self._record(spec, recorder, ending, outcome, time.monotonic() - started)
+        record = self._record(spec, recorder, ending, outcome, time.monotonic() - started)
+        record["startedAt"] = round(started_at * 1000, 3)  # Unix ms: anchors the transcript's times (docs/otlp.md)
+        return record
 
     def _record(
         self, spec: AttemptSpec, recorder: TranscriptRecorder, ending: endings.Ending,

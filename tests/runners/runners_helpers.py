@@ -79,16 +79,17 @@ def calls(tmp: Path, word: str = "end") -> list[str]:
 # What legitimately differs between a local and a sharded run of the same work, and is ignored:
 #   * the run's own id: the directory name, run.json "id", the "run" field of results/summary/
 #     comparisons, and latest.json's pointer (each run is a new directory);
-#   * wall-clock fields: createdAt/updatedAt, durationMs/meanDurationMs (how long a judge or an
-#     attempt took), transcript event timestampMs (when it happened within its attempt), and the
+#   * wall-clock fields: createdAt/updatedAt, an attempt's startedAt, durationMs/meanDurationMs (how
+#     long a judge or an attempt took), transcript event timestampMs (when it happened within its attempt), and the
 #     execution-duration grader's value, which is an attempt's wall-clock time (collecting only:
 #     a regrade reads the same transcripts, so there it is compared too);
 #   * where the work ran: run.json "runner" (collecting) and "grading.runner" (grading).
 # Everything else — every verdict, reason, usage, preference, status, phase, ordering, and every
 # file's presence — must be byte-identical after that.
 
-TIME_KEYS = {"createdAt", "updatedAt", "durationMs", "meanDurationMs", "timestampMs"}
+TIME_KEYS = {"createdAt", "updatedAt", "startedAt", "durationMs", "meanDurationMs", "timestampMs"}
 WALL_CLOCK_GRADER = "execution-duration"
+WALL_CLOCK_KEYS = {WALL_CLOCK_GRADER, f"grader:{WALL_CLOCK_GRADER}"}  # its mean, and its paired comparison
 
 
 def _scrub(value: Any, run_id: str, *, clock: bool = False) -> Any:
@@ -96,7 +97,7 @@ def _scrub(value: Any, run_id: str, *, clock: bool = False) -> Any:
         if clock and value.get("id") == WALL_CLOCK_GRADER:
             return {"id": WALL_CLOCK_GRADER}
         return {k: _scrub(v, run_id, clock=clock) for k, v in value.items()
-                if k not in TIME_KEYS and not (clock and k == WALL_CLOCK_GRADER)}
+                if k not in TIME_KEYS and not (clock and k in WALL_CLOCK_KEYS)}
     if isinstance(value, list):
         return [_scrub(v, run_id, clock=clock) for v in value]
     if isinstance(value, str):

@@ -78,16 +78,23 @@ def schema() -> None:
               help="Exit 4 when a candidate's pass rate is significantly worse than the baseline's (mst gate).")
 @click.option("--summary-md", type=click.Path(path_type=Path),
               help="With --fail-on-regression: append the gate's Markdown summary here.")
+@click.option("--otlp", is_flag=False, flag_value="", default=None, metavar="[ENDPOINT]",
+              help="Then send the run as OTLP traces (default endpoint: OTEL_EXPORTER_OTLP_ENDPOINT).")
 @confidence_option
 @handle_errors
 def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concurrency: int | None,
         secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...],
-        fail_on_regression: bool, summary_md: Path | None, confidence: float) -> None:
+        fail_on_regression: bool, summary_md: Path | None, otlp: str | None, confidence: float) -> None:
     """Collect and grade an eval (TARGET = eval file), or resume a run (--resume TARGET = run dir)."""
     from mst import api as pipeline
     from mst.report.terminal import RichProgress, print_summary
     from mst.runs.layout import resolve_run_dir
 
+    if otlp is not None:  # a missing extra or a bad endpoint is said before the run, not after it
+        from mst.export.otlp import require_sdk, traces_endpoint
+
+        require_sdk()
+        traces_endpoint(otlp or None)
     with RichProgress(enabled=not as_json) as progress:
         if resume:
             outcome = pipeline.resume_run(resolve_run_dir(target), concurrency=concurrency,
@@ -99,6 +106,10 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
                                         runner_options=runner_options, confidence=confidence)
     print_summary(outcome.run, outcome.summary, as_json=as_json)
     _print_notes(outcome.notes, outcome.notices)
+    if otlp is not None:
+        from mst.cli.export import export_after_run
+
+        export_after_run(outcome.run.paths.root, otlp or None)
     if fail_on_regression:
         from mst.cli.stats import run_gate
         from mst.errors import EXIT_REGRESSION
@@ -173,9 +184,11 @@ def _attach_optional_groups() -> None:
     if _optional_attached:
         return
     _optional_attached = True
+    from mst.cli.export import export_group
     from mst.cli.graders import experiments, graders
     from mst.cli.stats import gate_command, plan_command
 
+    main.add_command(export_group)
     main.add_command(graders)
     main.add_command(experiments)
     main.add_command(gate_command)

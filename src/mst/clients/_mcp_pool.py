@@ -5,10 +5,13 @@
   attempt at once, so the next attempt finds its server started (Node servers take about 0.6 s
   of CPU to start, Python ones 1.7 s) and start-up latency is hidden. Spares nobody took are
   closed when the client closes: a run starts at most ``concurrency`` servers more than it uses.
-- ``lifetime: variant`` (for stateless servers): instances are kept between attempts and reused.
-  An instance serves one attempt at a time, so a variant holds at most one per attempt running
-  at once — one per worker. An instance is not reused after its attempt was cut short mid-call
-  (its state is unknown) or after it died; the next attempt gets a fresh one.
+- ``lifetime: variant`` (for stateless servers): ONE instance per server serves every attempt of
+  the variant, those running at once included — MCP multiplexes concurrent requests on one
+  session, and each call's result and progress go to the attempt that made it. Starting a server
+  costs hundreds of times what an attempt costs (docs/mcp-servers.md), so ``concurrency`` starts
+  would dwarf the attempts. An instance is *retired* when an attempt using it was cut short or
+  abandoned a call (its state is unknown) or when it died: attempts already using it finish with
+  it, the next attempt starts a fresh one, and the retired one closes when its last attempt ends.
 
 Closing happens in the background, after the attempt has its ending: an answer given before
 the deadline is kept however long a busy server takes to stop. :meth:`ServerPool.aclose` waits
@@ -34,6 +37,24 @@ class _Starting:
     task: asyncio.Task[ServerInstance]
 
 
+@dataclass(slots=True)
+class _Shared:
+    """A ``variant`` server's one instance, and the attempts using it right now."""
+
+    start: _Starting
+    holders: int = 0
+    retired: bool = False
+    closed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Taken:
+    name: str
+    future: _Pending
+    ahead: bool  # started before this attempt asked (a spare, or a shared instance already up)
+    shared: _Shared | None
+
+
 @dataclass(frozen=True, slots=True)
 class Lease:
     """The servers one attempt uses; give it back with :meth:`ServerPool.release`."""
@@ -41,6 +62,7 @@ class Lease:
     instances: tuple[ServerInstance, ...]
     prestarted: frozenset[str]
     toolbox: Toolbox
+    sharing: Mapping[str, int]  # instance id -> attempts using it at once, this one included (``variant``)
 
 
 class ServerPool:
@@ -50,7 +72,9 @@ class ServerPool:
         self.servers = dict(servers)
         self.base_dir = base_dir
         self.startup_timeout_s = startup_timeout_s
-        self._idle: dict[str, list[ServerInstance]] = {name: [] for name in servers}
+        self._shared: dict[str, _Shared] = {}  # the current instance of each ``variant`` server
+        self._holding: dict[str, _Shared] = {}  # instance id -> its entry, while attempts use it
+        self._toolbox: tuple[tuple[ServerInstance, ...], Toolbox] | None = None
         self._spares: dict[str, list[_Starting]] = {name: [] for name in servers}
         self._starting: set[asyncio.Task[ServerInstance]] = set()
         self._closing: set[asyncio.Task[None]] = set()
@@ -59,56 +83,96 @@ class ServerPool:
     # --- taking and giving back ---------------------------------------------------------------
 
     async def acquire(self, secrets: Mapping[str, str]) -> Lease:
-        """Every server of the variant, started (all at once) or reused.
+        """Every server of the variant, started (all at once), shared or reused.
 
         Raises ``EndingException`` with the first server's start failure, in the eval's order;
-        the other servers go back to closing.
+        the other servers go back to closing (a shared one stays for the attempts using it).
         """
-        pending: list[tuple[str, _Pending, bool]] = [
-            (name, *self._take(name, cfg, secrets)) for name, cfg in self.servers.items()]
+        taken = [self._take(name, cfg, secrets) for name, cfg in self.servers.items()]
         try:
-            if not all(future.done() for _, future, _ in pending):  # reused servers are ready at once
-                await asyncio.wait([future for _, future, _ in pending])
+            if not all(t.future.done() for t in taken):  # running servers are ready at once
+                await asyncio.wait([t.future for t in taken])
         except BaseException:  # cancelled (mst's deadline): these servers will serve no one
-            for _, future, _ in pending:
-                future.cancel()
-                self._discard(future)
+            for t in taken:
+                t.future.cancel()  # a shared start is shielded: it goes on for the others
+                if t.shared is None:
+                    self._discard(t.future)
             raise
-        failures = [exc for _, future, _ in pending if (exc := future.exception()) is not None]
-        instances = tuple(future.result() for _, future, _ in pending if future.exception() is None)
+        failures = [exc for t in taken if (exc := t.future.exception()) is not None]
+        started = [t for t in taken if t.future.exception() is None]
         if failures:
-            for instance in instances:
-                self._close_later(instance)
+            for t in started:
+                if t.shared is None:  # a shared instance stays for the attempts that can use it
+                    self._close_later(t.future.result())
             raise failures[0]
-        for instance in instances:
+        sharing: dict[str, int] = {}
+        for t in started:
+            instance = t.future.result()
             instance.served += 1
-        prestarted = frozenset(name for name, _, was_spare in pending if was_spare)
-        return Lease(instances, prestarted, Toolbox(list(instances)))
+            if t.shared is not None:
+                t.shared.holders += 1
+                self._holding[instance.instance_id] = t.shared
+                sharing[instance.instance_id] = t.shared.holders
+        instances = tuple(t.future.result() for t in started)
+        prestarted = frozenset(t.name for t in taken if t.ahead)
+        return Lease(instances, prestarted, self._toolbox_for(instances), sharing)
+
+    def _toolbox_for(self, instances: tuple[ServerInstance, ...]) -> Toolbox:
+        """The same toolbox while the same instances serve (the shared case): its tool specs are
+        built once per instance set, not per attempt."""
+        kept = self._toolbox
+        if kept is not None and kept[0] == instances:
+            return kept[1]
+        toolbox = Toolbox(list(instances))
+        if all(i.cfg.lifetime == "variant" for i in instances):
+            self._toolbox = (instances, toolbox)
+        return toolbox
 
     def release(self, lease: Lease, *, reusable: bool) -> None:
-        """Give the attempt's servers back: kept for the next attempt (``variant``), else closed."""
+        """Give the attempt's servers back: a ``variant`` server stays for the others (retired
+        when this attempt leaves it in an unknown state), an ``attempt`` one is closed."""
         for instance in lease.instances:
-            keep = (
-                reusable and instance.cfg.lifetime == "variant" and instance.alive and not instance.tainted
-            )
-            if keep:
-                self._idle[instance.name].append(instance)
+            shared = self._holding.get(instance.instance_id)
+            if shared is None:
+                self._close_later(instance)
+                continue
+            shared.holders -= 1
+            if reusable and instance.alive and not instance.tainted:
+                self._close_if_unused(shared)
             else:
-                self._close_later(instance)
+                self._retire(shared)
 
-    def _take(self, name: str, cfg: McpServer, secrets: Mapping[str, str]) -> tuple[_Pending, bool]:
-        """A future of a started instance for one server, and whether it was started ahead."""
-        loop = asyncio.get_running_loop()
+    def _retire(self, shared: _Shared) -> None:
+        """No new attempt gets this instance; it closes when the attempts using it are done."""
+        shared.retired = True
+        name = shared.start.instance.name
+        if self._shared.get(name) is shared:
+            del self._shared[name]
+        self._close_if_unused(shared)
+
+    def _close_if_unused(self, shared: _Shared) -> None:
+        if shared.retired and shared.holders == 0 and not shared.closed:
+            shared.closed = True
+            self._holding.pop(shared.start.instance.instance_id, None)
+            self._discard(shared.start.task)
+
+    def _take(self, name: str, cfg: McpServer, secrets: Mapping[str, str]) -> _Taken:
+        """A future of a started instance for one server, whether it was started ahead of this
+        attempt, and its shared entry (``variant`` servers)."""
         if cfg.lifetime == "variant":
-            idle = self._idle[name]
-            while idle:
-                instance = idle.pop()
-                if instance.alive and instance.secrets == secrets:
-                    ready: _Pending = loop.create_future()
-                    ready.set_result(instance)
-                    return ready, True
-                self._close_later(instance)
-            return self._start(name, cfg, secrets).task, False
+            shared = self._shared.get(name)
+            if shared is not None:
+                task, instance = shared.start.task, shared.start.instance
+                failed = task.done() and (task.cancelled() or task.exception() is not None)
+                if not failed and instance.secrets == secrets and not instance.tainted and (
+                        not task.done() or instance.alive):
+                    # Waiting on a shared start must not cancel it for the others.
+                    waiting = task if task.done() else asyncio.ensure_future(asyncio.shield(task))
+                    return _Taken(name, waiting, task.done(), shared)
+                self._retire(shared)
+            shared = _Shared(self._start(name, cfg, secrets))
+            self._shared[name] = shared
+            return _Taken(name, asyncio.ensure_future(asyncio.shield(shared.start.task)), False, shared)
         spares = self._spares[name]
         taken: _Pending | None = None
         while spares and taken is None:
@@ -120,12 +184,12 @@ class ServerPool:
                 taken = spare.task
         if taken is not None:
             spares.append(self._start(name, cfg, secrets))  # the next attempt's server, starting now
-            return taken, True
+            return _Taken(name, taken, True, None)
         own = self._start(name, cfg, secrets).task
         # The next attempt's server starts once this one is up, so the two do not compete for the CPU
         # (and a server that fails to start is not started twice per attempt).
         own.add_done_callback(lambda done: self._add_spare(done, name, cfg, secrets))
-        return own, False
+        return _Taken(name, own, False, None)
 
     def _add_spare(self, own: _Pending, name: str, cfg: McpServer, secrets: Mapping[str, str]) -> None:
         if not self._closed and not own.cancelled() and own.exception() is None:
@@ -169,11 +233,11 @@ class ServerPool:
             future.add_done_callback(close)
 
     async def aclose(self) -> None:
-        """Close every server: idle ones, spares, those still starting or closing. Returns when all are gone."""
+        """Close every server: shared ones, spares, those still starting or closing. Returns when all are gone."""
         self._closed = True
-        for idle in self._idle.values():
-            while idle:
-                self._close_later(idle.pop())
+        for shared in [*self._shared.values(), *self._holding.values()]:
+            shared.holders = 0  # the attempts are over: nothing holds a server any more
+            self._retire(shared)
         for waiting in self._spares.values():
             while waiting:
                 self._discard(waiting.pop().task)
@@ -185,6 +249,7 @@ class ServerPool:
             await asyncio.wait(starting)
         while self._closing:
             await asyncio.wait(set(self._closing))
+
 
 def _retrieved(task: asyncio.Task[ServerInstance]) -> None:
     if not task.cancelled():

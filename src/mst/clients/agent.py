@@ -378,6 +378,7 @@ def _record_servers(rec: TranscriptRecorder, lease: Lease) -> None:
             "lifetime": instance.cfg.lifetime, "attemptsServed": instance.served,
             "startedAhead": instance.served == 1 and instance.name in lease.prestarted,
             "startupMs": instance.startup_ms, "tools": len(instance.tools),
+            "attemptsSharing": lease.sharing.get(instance.instance_id, 1),
         })
     for server, names in lease.toolbox.withheld.items():
         rec.emit(MCP_TOOLS_WITHHELD, {"server": server, "tools": names, "reason": TASK_ONLY_REASON})

@@ -178,7 +178,8 @@ class _ServerBase(Strict):
     lifetime: ServerLifetime = Field(
         "attempt",
         description="`attempt` (default): a fresh server (or HTTP session) for every attempt, for servers "
-        "with state. `variant`: one per variant and worker, reused by its attempts, for stateless servers.",
+        "with state. `variant`: one per variant and worker, shared by its attempts (concurrent ones too), "
+        "for stateless servers.",
     )
 
 

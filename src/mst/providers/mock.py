@@ -283,7 +283,18 @@ def _tokens(chars: int) -> int:
 
 
 def _tools_chars(tools: Sequence[ToolSpec]) -> int:
-    return sum(len(t.name) + len(t.description) + len(orjson.dumps(dict(t.input_schema))) for t in tools)
+    """Kept for the last tool list seen (held, so its identity stays its own): attempts that share
+    their MCP servers offer the very same specs, and serializing every schema per attempt was
+    most of what a variant with servers cost over one without (bench/mcp_lifetime.md)."""
+    last = _LAST_TOOLS
+    if last and last[0] is tools:
+        return int(last[1])
+    chars = sum(len(t.name) + len(t.description) + len(orjson.dumps(dict(t.input_schema))) for t in tools)
+    _LAST_TOOLS[:] = [tools, chars]
+    return chars
+
+
+_LAST_TOOLS: list[Any] = []
 
 
 def _message_chars(message: UserMessage | AssistantMessage | ToolResult) -> int:

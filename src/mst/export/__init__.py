@@ -1,0 +1,1 @@
+"""Sending a run's results elsewhere: OTLP traces (docs/otlp.md)."""
