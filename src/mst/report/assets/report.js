@@ -338,7 +338,7 @@
       if (!keys.length) s += "<p>No attempt of this case was collected for this variant.</p>";
       s += '<div class="tabs">' + keys.map((k, n) => '<button data-trial="' + esc(k) + '"' + (n ? "" : ' class="on"') + ">trial " + esc(k.slice(k.lastIndexOf("/") + 1)) + "</button>").join("") + "</div>";
       s += '<div id="trial-body"></div>';
-      if (c.pairs[vid]) s += "<h3>Pairwise comparison with the baseline</h3><pre>" + esc(json(c.pairs[vid])) + "</pre>";
+      if (c.pairs[vid]) s += pairsHtml(c.pairs[vid]);
       panel.innerHTML = s;
       panel.querySelectorAll(".tabs button").forEach((b) => b.addEventListener("click", () => {
         panel.querySelectorAll(".tabs button").forEach((x) => x.classList.toggle("on", x === b));
@@ -346,6 +346,19 @@
       }));
       if (keys.length) $("#trial-body").innerHTML = trialHtml(c.trials[keys[0]]);
     }, (err) => { panel.innerHTML = '<button class="close">✕</button><p class="fail">' + esc(err.message) + "</p>"; });
+  }
+
+  /* The pairwise judge on this case: each trial judged in both orders (a flip is ab ≠ ba). */
+  function pairsHtml(p) {
+    let s = '<h3>Pairwise against ' + esc(p.baseline) + ": " + esc(p.preference || "—") + " (" + p.wins + " wins, " + p.ties + " ties, " + p.losses + " losses)</h3>" +
+      '<table class="pairs"><tr><th>trial</th><th class="l">candidate shown first</th><th class="l">baseline shown first</th><th class="l">preference</th><th class="l">reasons</th></tr>';
+    for (const r of p.pairs || []) {
+      s += "<tr><td>" + esc(r.trial) + '</td><td class="l">' + esc(r.ab) + '</td><td class="l">' + esc(r.ba) + (r.ab !== r.ba ? " ⇄ flip" : "") +
+        '</td><td class="l">' + esc(r.preference) + '</td><td class="l">' + esc(Object.entries(r.reasons || {}).map(([k, v]) => k + ": " + v).join("; ")) + "</td></tr>";
+    }
+    s += "</table>";
+    for (const err of p.errors || []) s += '<p class="fail">' + esc(json(err)) + "</p>";
+    return s;
   }
 
   function trialHtml(t) {
