@@ -91,13 +91,19 @@ class Page:
         return (result.get("result") or {}).get("value")
 
     def wait_for(self, expression: str, timeout: float = 10) -> Any:
+        """Poll ``expression`` until it is truthy (an error counts as not yet: the page may be
+        between two documents)."""
         deadline = time.monotonic() + timeout
+        last: object = None
         while time.monotonic() < deadline:
-            value = self.evaluate(expression)
+            try:
+                value = self.evaluate(expression)
+            except BrowserError as exc:
+                value, last = None, exc
             if value:
                 return value
             time.sleep(0.05)
-        raise BrowserError(f"not true within {timeout} s: {expression}")
+        raise BrowserError(f"not true within {timeout} s: {expression} (last error: {last})")
 
     def click(self, selector: str) -> None:
         """A real mouse click at the middle of the first element matching ``selector``."""

@@ -30,6 +30,7 @@ from mst.runs.summary import Summary
 
 REPORT_SCHEMA: Final = "mst.report/v1"
 CHUNKS_DIR: Final = "report"  # beside report.html: report/<generation>/c<N>.js
+FAVICON: Final = '<link rel="icon" href="data:,">\n'  # no request for /favicon.ico, from file:// or served
 _STATUS_CODE: Final = {"passed": "p", "failed": "f", "incomplete": "i"}
 
 
@@ -92,6 +93,7 @@ def render_page(data: Mapping[str, Any]) -> bytes:
     return b"".join([
         b'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n',
         b'<meta name="viewport" content="width=device-width, initial-scale=1">\n',
+        FAVICON.encode(),
         f"<title>{title}</title>\n<style>\n".encode(), _asset("report.css").encode(), b"</style>\n</head>\n",
         b'<body>\n<div id="app"><p class="loading">Loading the report&hellip;</p></div>\n',
         b'<script type="application/json" id="mst-data">', payload, b"</script>\n<script>\n",

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from mst.config.errors import Problem, UserError
-from mst.report.html import write_report
+from mst.report.html import FAVICON, write_report
 from mst.runs.record_files import read_record_file
 from mst.runs.run import open_run
 
@@ -72,7 +72,7 @@ def index_page(runs: list[RunEntry]) -> bytes:
             if runs else "<h1>Runs</h1><p>No runs with a summary here yet.</p>")
     style = "body{font:14px system-ui,sans-serif;margin:24px}td,th{border:1px solid #ddd;padding:3px 8px}" \
             "table{border-collapse:collapse}"
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>mst runs</title>'
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>mst runs</title>{FAVICON}'
             f"<style>{style}</style></head><body>{body}</body></html>").encode()
 
 

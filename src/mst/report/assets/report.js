@@ -274,6 +274,7 @@
       el.classList.toggle("sorted", el.dataset.sort === key);
       el.classList.toggle("desc", el.dataset.sort === key && grid.desc);
     });
+    $("#grid").scrollTop = 0;  // a new order starts at its top
     draw(true);
   }
 
@@ -469,6 +470,7 @@
     document.addEventListener("keydown", (ev) => { if (ev.key === "Escape") $("#trial").classList.remove("open"); });
     refilter();
     document.body.dataset.ready = "1";
+    document.body.dataset.readyMs = String(Math.round(performance.now()));  // since navigation started
   }
   start();
 })();
