@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import websocket
-
 from tests.realtools import tool
 
 
@@ -109,7 +108,8 @@ class Page:
         """A real mouse click at the middle of the first element matching ``selector``."""
         box = self.evaluate(f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
                             " if (!e) return null; e.scrollIntoView({block: 'center'});"
-                            " const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+                            " const r = e.getBoundingClientRect();"
+                            " return [r.x + r.width / 2, r.y + r.height / 2]; })()")
         if box is None:
             raise BrowserError(f"nothing matches {selector}")
         x, y = box

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from tests.helpers import basic_eval, mock_variant, only_run, run_cli, write_eval
 
 JUDGES = '''\

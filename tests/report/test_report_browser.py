@@ -15,13 +15,13 @@ from typing import Any
 
 import orjson
 import pytest
+from tests.helpers import ROOT, load
+from tests.report.browser import Chromium, Page
 
 from mst.report.html import page_data, render_page
 from mst.report.serve import start_viewer
 from mst.runs.record_files import read_record_file
 from mst.runs.summary import Summary
-from tests.helpers import ROOT, load
-from tests.report.browser import Chromium, Page
 
 pytestmark = pytest.mark.slow
 SHOTS = ROOT / "tests" / "output" / "report"
@@ -135,7 +135,9 @@ TRIAL = {
                 "ending": {"kind": "trial", "outcome": "completed"}, "durationMs": 1234.0,
                 "usage": {"inputTokens": 50}, "transcript": "transcripts/v0/case-00000/0.jsonl", "artifacts": None},
     "grade": {"variant": "v0", "case": "case-00000", "trial": 0, "verdicts": [
-        {"judge": "equals", "kind": "assertion", "passed": True, "score": None, "reason": "the answer equals 'four'"}],
+        {"judge": "equals", "kind": "assertion", "passed": True, "score": None, "reason": "the answer equals 'four'"},
+        {"judge": "rubric", "kind": "llm", "passed": False, "score": 0.25, "reason": "too terse", "model": "judge-m",
+         "inputTokens": 410, "outputTokens": 22, "latencyMs": 640, "costUsd": 0.0021, "votes": [{}, {}, {}]}],
         "errors": []},
     "transcript": [
         {"type": "user.message", "data": {"content": "add two and two"}, "provenance": {}},
@@ -198,7 +200,8 @@ def test_ten_thousand_cases_by_three_variants_open_within_two_seconds(page: Page
     first = page.evaluate("document.querySelector('#grid .grow').dataset.case")
     assert took < 1000
     took = page.evaluate("(() => { const t = performance.now(); const s = document.querySelector('#show');"
-                         " s.value = 'differs'; s.dispatchEvent(new Event('change')); return performance.now() - t; })()")
+                         " s.value = 'differs'; s.dispatchEvent(new Event('change'));"
+                         " return performance.now() - t; })()")
     differing = page.evaluate("document.querySelector('#grid-count').textContent")
     print(f"sort by Δ and filter: {took:.0f} ms; first after sorting {first}; {differing}")
     assert took < 1000 and 0 < int(differing.split()[0]) < 10_000
@@ -217,7 +220,8 @@ def test_ten_thousand_cases_by_three_variants_open_within_two_seconds(page: Page
     text = page.evaluate("document.querySelector('#trial').textContent")
     shot(page, "big-trial.png")
     for expected in ('"a": 2', "sum-is-4", "add (calc)", "9 ms", "in 31 / out 7 tokens", "812 ms",
-                     "[… 7 events cut: over budget …]", "the answer equals 'four'", "out.txt"):
+                     "[… 7 events cut: over budget …]", "the answer equals 'four'", "out.txt",
+                     "judge-m", "410 / 22", "640 ms", "$0.0021", "too terse"):
         assert expected in text, expected
     assert page.errors == []
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import orjson
 import pytest
+from tests.helpers import load, only_run, run_cli
 
 from mst.report.html import CHUNKS_DIR, write_report
 from mst.report.trials import CUT_EVENT, ChunkPlan, list_artifacts, transcript_json
 from mst.runs.layout import RunPaths
 from mst.runs.record_files import read_record_file
 from mst.runs.summary import Summary
-from tests.helpers import load, only_run, run_cli
 
 
 def page_data(report: Path) -> dict[str, Any]:

@@ -75,11 +75,11 @@ def matrix(summary: Summary, rows: Iterator[Mapping[str, Any]]) -> dict[str, Any
 def page_data(summary: Summary, head: Mapping[str, Any], rows: Iterator[Mapping[str, Any]],
               chunks: str) -> dict[str, Any]:
     """Everything the page shows, as one JSON object (docs/report.md, "What the page holds")."""
-    data = {"schema": REPORT_SCHEMA, "summary": summary.to_json(), "matrix": matrix(summary, rows),
-            "chunks": {"path": chunks, "casesPerChunk": CASES_PER_CHUNK}}
+    shown = summary.to_json()
     if head.get("judgeUsage") is not None:  # run-level judge tokens and cost, when judges report them
-        data["summary"]["judgeUsage"] = head["judgeUsage"]
-    return data
+        shown["judgeUsage"] = head["judgeUsage"]
+    return {"schema": REPORT_SCHEMA, "summary": shown, "matrix": matrix(summary, rows),
+            "chunks": {"path": chunks, "casesPerChunk": CASES_PER_CHUNK}}
 
 
 def _asset(name: str) -> str:

@@ -63,7 +63,8 @@ def index_page(runs: list[RunEntry]) -> bytes:
     rows = "".join(
         f'<tr><td class="l"><a href="{quote(r.id)}/report.html">{html.escape(r.id)}</a></td>'
         f'<td class="l">{html.escape(r.eval)}</td><td class="l">{html.escape(r.started)}</td>'
-        f'<td class="l">collect {html.escape(str(r.phases.get("collect")))}, grade {html.escape(str(r.phases.get("grade")))}'
+        f'<td class="l">collect {html.escape(str(r.phases.get("collect")))}, '
+        f'grade {html.escape(str(r.phases.get("grade")))}'
         f"{' · regrade of ' + html.escape(r.regrade_of) if r.regrade_of else ''}</td>"
         f'<td class="l">{", ".join(html.escape(v) + " " + pct(p) for v, p in r.pass_rates)}</td></tr>'
         for r in runs)

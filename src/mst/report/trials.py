@@ -127,7 +127,8 @@ def _cut(lines: list[bytes], budget: int, rel: str) -> list[bytes]:
 
 
 def _marker(text: str, events: int, rel: str) -> dict[str, object]:
-    return {"type": CUT_EVENT, "data": {"text": text, "events": events, "path": rel}, "provenance": {"component": "mst"}}
+    return {"type": CUT_EVENT, "data": {"text": text, "events": events, "path": rel},
+            "provenance": {"component": "mst"}}
 
 
 def list_artifacts(paths: RunPaths, rel: str | None, limit: int = MAX_ARTIFACTS) -> dict[str, object]:

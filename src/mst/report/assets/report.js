@@ -265,7 +265,7 @@
     const key = grid.sortKey, sign = grid.desc ? -1 : 1;
     if (key !== "case" || grid.desc) {
       const vals = new Map(out.map((i) => [i, sortValue(key, i)]));
-      out.sort((a, b) => { const x = vals.get(a), y = vals.get(b); return (x < y ? -1 : x > y ? 1 : a - b) * sign; });
+      out.sort((a, b) => { const x = vals.get(a), y = vals.get(b); return (x < y ? -1 : x > y ? 1 : 0) * sign || a - b; });
     }
     grid.order = out;
     $("#grid-count").textContent = out.length + " of " + M.cases.length + " cases";
@@ -373,10 +373,15 @@
     s += "<h3>Verdicts</h3>";
     if (!g) s += '<p class="muted">Not graded.</p>';
     else {
-      s += '<table class="verdicts"><tr><th class="l">judge</th><th class="l">kind</th><th>passed</th><th>score</th><th class="l">reason</th></tr>';
+      /* a model judge's usage (model, tokens, latency, cost, votes), when its verdicts record it */
+      const used = (g.verdicts || []).some((v) => v.model || num(v.inputTokens) || num(v.costUsd));
+      s += '<table class="verdicts"><tr><th class="l">judge</th><th class="l">kind</th><th>passed</th><th>score</th><th class="l">reason</th>' +
+        (used ? '<th class="l">model</th><th>tokens in / out</th><th>latency</th><th>cost</th><th>votes</th>' : "") + "</tr>";
       for (const v of g.verdicts || []) {
         s += '<tr><td class="l">' + esc(v.judge) + '</td><td class="l">' + esc(v.kind) + '</td><td class="' + (v.passed ? "pass" : "fail") + '">' +
-          (v.passed ? "passed" : "failed") + "</td><td>" + (num(v.score) ? fix(v.score) : "—") + '</td><td class="l">' + esc(v.reason || "") + "</td></tr>";
+          (v.passed ? "passed" : "failed") + "</td><td>" + (num(v.score) ? fix(v.score) : "—") + '</td><td class="l">' + esc(v.reason || "") + "</td>" +
+          (used ? '<td class="l">' + esc(v.model || "—") + "</td><td>" + esc(num(v.inputTokens) ? v.inputTokens : "—") + " / " + esc(num(v.outputTokens) ? v.outputTokens : "—") +
+            "</td><td>" + (num(v.latencyMs) ? v.latencyMs + " ms" : "—") + "</td><td>" + money(v.costUsd) + "</td><td>" + (Array.isArray(v.votes) ? v.votes.length : "—") + "</td>" : "") + "</tr>";
       }
       s += "</table>";
       for (const err of g.errors || []) s += '<p class="fail">grading error: ' + esc(json(err)) + "</p>";
