@@ -142,3 +142,63 @@ def test_a_regrade_writes_its_own_report(report_run: Path, tmp_path: Path) -> No
     data = page_data(regrade / "report.html")
     assert data["summary"]["regradeOf"] == report_run.name
     assert data["summary"] == Summary.from_json(load(regrade / "summary.json")).to_json()
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return reply.status, reply.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, b""
+
+
+def test_the_viewer_lists_runs_and_writes_a_missing_or_stale_report(report_run: Path, tmp_path: Path) -> None:
+    import os
+    import shutil
+
+    from mst.report.serve import start_viewer
+
+    runs = tmp_path / "runs"
+    run = runs / report_run.name
+    shutil.copytree(report_run, run)
+    (run / "report.html").unlink()
+    (runs / ".hidden-staging").mkdir()
+    viewer = start_viewer(runs)
+    try:
+        assert viewer.url.startswith("http://127.0.0.1:")
+        status, index = _get(viewer.url)
+        assert status == 200 and f'href="{run.name}/report.html"' in index.decode()
+        assert "report-e2e" in index.decode() and "base " in index.decode() and ".hidden" not in index.decode()
+        status, page = _get(f"{viewer.url}{run.name}/report.html")
+        assert status == 200 and b"mst-data" in page and (run / "report.html").is_file()
+        before = (run / "report.html").stat().st_mtime
+        os.utime(run / "summary.json", (before + 10, before + 10))  # graded since: the report is stale
+        _get(f"{viewer.url}{run.name}/report.html")
+        assert (run / "report.html").stat().st_mtime > before
+        chunks = page_data(run / "report.html")["chunks"]["path"]
+        assert _get(f"{viewer.url}{run.name}/{chunks}/c0.js")[0] == 200
+        assert _get(f"{viewer.url}../{tmp_path.name}")[0] == 404
+    finally:
+        viewer.stop()
+
+
+def test_mst_view_prints_its_url_and_serves(report_run: Path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "mst", "view", str(report_run.parent), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert url, line
+        assert _get(url.group())[0] == 200
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    missing = run_cli("view", str(report_run.parent / "nothing"), "--port", "0", cwd=report_run.parent)
+    assert missing.returncode == 2 and "not a runs directory" in missing.stderr

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 import webbrowser
 from pathlib import Path
@@ -39,6 +40,7 @@ def view_command(runs_dir: Path, port: int, open_browser: bool) -> None:
 
     viewer = start_viewer(runs_dir, port)
     click.echo(f"serving {runs_dir} at {viewer.url} (Ctrl-C stops)")
+    sys.stdout.flush()
     if open_browser:
         webbrowser.open(viewer.url)
     try:

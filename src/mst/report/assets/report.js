@@ -234,7 +234,8 @@
       '<label>show <select id="show"><option value="all">all cases</option>' +
       (base ? '<option value="differs">differ from the baseline</option>' : "") +
       '<option value="failed">any failed</option><option value="incomplete">any incomplete</option><option value="passed">all passed</option></select></label>' +
-      '<span id="grid-count" class="muted"></span><span class="muted">click a cell for its trials; ■ passed ■ failed ■ incomplete</span></div>' +
+      '<span id="grid-count" class="muted"></span><span class="muted">click a cell for its trials:</span><span class="badge st-p">passed</span><span class="badge st-f">failed</span>' +
+      '<span class="badge st-i">incomplete</span></div>' +
       '<div id="grid-head" style="grid-template-columns:' + tmpl + '">' +
       grid.cols.map((c) => '<div data-sort="' + esc(c.key) + '">' + esc(c.label) + "</div>").join("") + "</div>" +
       '<div id="grid" data-template="' + esc(tmpl) + '"><div id="grid-space"></div></div>';
