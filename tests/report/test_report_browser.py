@@ -248,3 +248,31 @@ def open_report_index(page: Page, url: str) -> None:
     page.navigate(url)
     page.wait_for("document.querySelector('#runs') !== null")
     shot(page, "view-index.png")
+
+
+def test_a_real_transcript_shows_its_tool_calls_and_model_requests(page: Page, tmp_path: Path) -> None:
+    """The quickstart (a real MCP server over stdio): what its transcripts hold is what the trial shows."""
+    from tests.helpers import only_run, run_cli
+
+    shutil.copytree(ROOT / "examples" / "quickstart", tmp_path / "qs")
+    done = run_cli("run", "eval.yaml", "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path / "qs", timeout=300)
+    assert done.returncode in (0, 3), done.stderr
+    run = only_run(tmp_path / "runs")
+    open_report(page, (run / "report.html").as_uri())
+    page.click('.grow[data-case="hammer-price"] .cell[data-variant="baseline"]')
+    page.wait_for("document.querySelector('#trial .transcript') !== null")
+    shot(page, "quickstart-trial.png")
+    text = page.evaluate("document.querySelector('#trial .transcript').textContent")
+    events = [orjson.loads(line) for line in
+              (run / "transcripts" / "baseline" / "hammer-price" / "0.jsonl").read_bytes().splitlines()]
+    starts = [e["data"] for e in events if e["type"] == "tool.execution_start"]
+    completes = {e["data"]["toolCallId"]: e["data"] for e in events if e["type"] == "tool.execution_complete"}
+    assert starts
+    for start in starts:
+        done_call = completes[start["toolCallId"]]
+        assert f"tool call · {start['toolName']} ({start['mcpServerName']}) · {done_call['durationMs']} ms" in text
+        assert json.dumps(start["input"], indent=2) in text and done_call["output"] in text
+    for request in (e["data"] for e in events if e["type"] == "model.request"):
+        tokens = f"in {request['inputTokens']} / out {request['outputTokens']} tokens"
+        assert f"{tokens} · {request['durationMs']} ms" in text
+    assert page.errors == []
