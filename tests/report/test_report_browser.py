@@ -276,3 +276,25 @@ def test_a_real_transcript_shows_its_tool_calls_and_model_requests(page: Page, t
         tokens = f"in {request['inputTokens']} / out {request['outputTokens']} tokens"
         assert f"{tokens} · {request['durationMs']} ms" in text
     assert page.errors == []
+
+
+@pytest.mark.parametrize("extra", [[], ["--no-grade"]], ids=["one-variant", "collected-only"])
+def test_a_run_without_baseline_or_grades_renders_too(page: Page, tmp_path: Path, extra: list[str]) -> None:
+    from tests.helpers import basic_eval, mock_variant, only_run, run_cli, write_eval
+
+    path = write_eval(tmp_path, basic_eval(variants=[mock_variant("solo")]))
+    done = run_cli("run", str(path), "--runs-dir", str(tmp_path / "runs"), *extra, cwd=tmp_path)
+    assert done.returncode in (0, 3), done.stderr
+    run = only_run(tmp_path / "runs")
+    open_report(page, (run / "report.html").as_uri())
+    summary = load(run / "summary.json")
+    assert values(page, "#variants td.passRate") == [summary["variants"][0]["passRate"]["estimate"]]
+    assert page.evaluate("document.querySelector('table.comparison, #pairwise')") is None
+    status = "i" if extra else None
+    cells = page.evaluate("[...document.querySelectorAll('#grid .cell')].map(c => c.dataset.status)")
+    assert len(cells) == 2 and (status is None or cells == [status, status])
+    page.click('.cell[data-variant="solo"][data-index="0"]')
+    page.wait_for("document.querySelector('#trial .transcript') !== null")
+    graded = page.evaluate("document.querySelector('#trial').textContent")
+    assert ("Not graded." in graded) == bool(extra)
+    assert page.errors == []
