@@ -93,10 +93,42 @@ def ensure_installed() -> Path:
 
 def tool(name: str) -> Path:
     """Absolute path of one real program: ``claude``, ``codex``, ``server-everything``,
-    ``server-filesystem``, ``mcp-server-time`` or ``mcp-server-git``."""
+    ``server-filesystem``, ``mcp-server-time``, ``mcp-server-git`` or ``chromium``."""
+    if name in _APT_TOOLS:
+        return apt_tool(name)
     root = ensure_installed()
     if name in _NPM_BINS:
         return root / "npm" / "node_modules" / ".bin" / _NPM_BINS[name]
     if name in _PY_BINS:
         return root / "py" / "bin" / _PY_BINS[name]
-    raise KeyError(f"unknown tool {name!r}; known: {sorted(_NPM_BINS) + sorted(_PY_BINS)}")
+    raise KeyError(f"unknown tool {name!r}; known: {sorted(_NPM_BINS) + sorted(_PY_BINS) + sorted(_APT_TOOLS)}")
+
+
+_APT_TOOLS = {"chromium": "chromium"}  # program name → the Debian package that provides it
+
+
+def apt_tool(name: str) -> Path:
+    """A program from a Debian package (``chromium``), installed with apt-get when this machine
+    lacks it and the tests run as root; under the same lock as the pinned programs, so concurrent
+    test processes wait for one install. Missing and not installable is an error, never a skip."""
+    found = shutil.which(name)
+    if found:
+        return Path(found)
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with open(cache_root() / ".lock-apt", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = shutil.which(name)
+        if found:
+            return Path(found)
+        if os.geteuid() != 0 or shutil.which("apt-get") is None:
+            raise ToolInstallError(f"{name} is not on PATH and cannot be installed here (apt-get as root): "
+                                   f"install the Debian package {_APT_TOOLS[name]!r}")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", _APT_TOOLS[name]]):
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=1800, env=env)
+            if done.returncode != 0:
+                raise ToolInstallError(f"{' '.join(argv)} exited {done.returncode}:\n{done.stderr[-4000:]}")
+    found = shutil.which(name)
+    if not found:
+        raise ToolInstallError(f"apt-get installed {_APT_TOOLS[name]!r} but {name} is still not on PATH")
+    return Path(found)

@@ -227,6 +227,9 @@ def _finish(run: Run, resolved: ResolvedEval, sharded: Sharded | None = None,
     summary = finalize(run, resolved, confidence)
     run.meta = run.meta.updated(_now())
     run.write()
+    from mst.report.html import write_report
+
+    write_report(run)  # after summary.json: the page shows what the terminal prints (docs/report.md)
     write_latest(run.paths)
     if sharded is not None and sharded.interrupted:
         raise KeyboardInterrupt  # after the run is written: it is resumable

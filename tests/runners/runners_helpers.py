@@ -117,7 +117,10 @@ def normalized_run(root: Path, *, collected: bool = False) -> dict[str, Any]:
             continue
         rel = str(file.relative_to(root))
         raw = file.read_bytes()
-        if file.suffix == ".jsonl":
+        if rel == "report.html" or rel.startswith("report/"):
+            rel, data = _report_data(rel, raw)
+            out[rel] = _scrub(data, run_id, clock=collected)
+        elif file.suffix == ".jsonl":
             lines = [_scrub(orjson.loads(line), run_id, clock=collected) for line in raw.splitlines() if line.strip()]
             out[rel] = sorted(orjson.dumps(x, option=orjson.OPT_SORT_KEYS) for x in lines) \
                 if rel == "attempts.jsonl" else lines  # collected in completion order, even locally
@@ -130,6 +133,21 @@ def normalized_run(root: Path, *, collected: bool = False) -> dict[str, Any]:
         else:
             out[rel] = raw
     return out
+
+
+def _report_data(rel: str, raw: bytes) -> tuple[str, Any]:
+    """report.html and its trial chunks as the JSON they embed (docs/report.md): the page's
+    script and style are the same in every run, and the chunks' folder is named by a random
+    generation, so ``report/<generation>/c0.js`` is compared as ``report/c0.js``."""
+    if rel == "report.html":
+        text = raw.decode()
+        start = text.index('id="mst-data">') + len('id="mst-data">')
+        data = orjson.loads(text[start:text.index("</script>", start)].replace("<\\/", "</"))
+        data["chunks"].pop("path")
+        return rel, data
+    body = raw.decode().strip()
+    assert body.startswith("mstChunk(") and body.endswith(");"), rel
+    return "report/" + rel.rsplit("/", 1)[1], orjson.loads(body[len("mstChunk("):-2])
 
 
 def canary_free(paths: list[Path], canary: str) -> list[str]:

@@ -193,3 +193,7 @@ def _attach_optional_groups() -> None:
     main.add_command(experiments)
     main.add_command(gate_command)
     main.add_command(plan_command)
+    from mst.cli.report import report_command, view_command
+
+    main.add_command(report_command)
+    main.add_command(view_command)

@@ -1,0 +1,152 @@
+"""The report's per-trial evidence, in chunk files next to ``report.html`` (docs/report.md).
+
+The page itself carries only the figures and the case × variant matrix, so it stays small for a
+run of any size; a trial's transcript, verdicts, ending and artifacts are written to
+``report/<generation>/c<N>.js``, one file per group of cases, and loaded with a ``<script>`` tag
+when a cell is opened. A script tag (not ``fetch``) is what a browser allows from ``file://``.
+
+The records are copied as the run stores them (already redacted, already JSON), never decoded
+and encoded again: a 20,000-attempt run is written in well under its time budget. A transcript
+over :data:`TRANSCRIPT_BUDGET` bytes keeps its head and tail and says, in a marker event the page
+shows, how many events were cut and where the whole transcript is.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import orjson
+
+from mst.runs.layout import Key, RunPaths
+from mst.runs.run import Run
+
+CASES_PER_CHUNK: Final = 16
+TRANSCRIPT_BUDGET: Final = 512 * 1024  # bytes of transcript events per trial in the report
+MAX_ARTIFACTS: Final = 200  # files listed per trial (the rest counted, with a marker)
+CUT_EVENT: Final = "report.cut"
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkPlan:
+    """Which chunk file holds a case: case ``i`` of the run is in ``c{i // size}.js``."""
+
+    size: int = CASES_PER_CHUNK
+
+    def name(self, index: int) -> str:
+        return f"c{index // self.size}.js"
+
+
+def write_chunks(run: Run, case_ids: Sequence[str], folder: Path, plan: ChunkPlan = ChunkPlan()) -> int:
+    """Write every chunk of the run's trials into ``folder``; the number of files written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    by_case: dict[str, list[Key]] = {}
+    for key in run.attempts:
+        by_case.setdefault(key[1], []).append(key)
+    written = 0
+    for start in range(0, len(case_ids), plan.size):
+        group = case_ids[start:start + plan.size]
+        body = b",".join(_case_entry(run, case, sorted(by_case.get(case, ()))) for case in group)
+        (folder / plan.name(start)).write_bytes(b"mstChunk({" + body + b"});\n")
+        written += 1
+    return written
+
+
+def _case_entry(run: Run, case: str, keys: list[Key]) -> bytes:
+    trials = b",".join(orjson.dumps(f"{v}/{t}") + b":" + _trial(run, (v, c, t)) for v, c, t in keys)
+    pairs = [orjson.dumps(v) + b":" + run.comparisons.raw((v, case))
+             for v in sorted({k[0] for k in keys}) if (v, case) in run.comparisons]
+    return orjson.dumps(case) + b':{"trials":{' + trials + b'},"pairs":{' + b",".join(pairs) + b"}}"
+
+
+def _trial(run: Run, key: Key) -> bytes:
+    attempt = run.attempts.raw(key)
+    grade = run.trial_grades.raw(key) if key in run.trial_grades else b"null"
+    record = orjson.loads(attempt)
+    events = transcript_json(run.paths, record.get("transcript"))
+    artifacts = orjson.dumps(list_artifacts(run.paths, record.get("artifacts")))
+    return (b'{"attempt":' + attempt + b',"grade":' + grade + b',"transcript":' + events
+            + b',"artifacts":' + artifacts + b"}")
+
+
+def transcript_json(paths: RunPaths, rel: str | None, budget: int = TRANSCRIPT_BUDGET) -> bytes:
+    """The transcript's events as one JSON array (``null`` without a transcript), cut in the
+    middle with a :data:`CUT_EVENT` marker when over ``budget`` bytes."""
+    if not rel:
+        return b"null"
+    path = paths.root / rel
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return orjson.dumps([_marker(f"the transcript {rel} cannot be read: {exc.strerror}", 0, rel)])
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    joined = b"[" + b",".join(lines) + b"]"
+    try:
+        orjson.loads(joined)  # one pass to prove the copy is valid JSON
+    except orjson.JSONDecodeError:
+        lines = list(_valid_lines(lines, rel))
+    if len(data) <= budget:
+        return b"[" + b",".join(lines) + b"]"
+    return b"[" + b",".join(_cut(lines, budget, rel)) + b"]"
+
+
+def _valid_lines(lines: list[bytes], rel: str) -> Iterator[bytes]:
+    for number, line in enumerate(lines, 1):
+        try:
+            orjson.loads(line)
+        except orjson.JSONDecodeError:
+            yield orjson.dumps(_marker(f"line {number} of {rel} is not JSON", 0, rel))
+        else:
+            yield line
+
+
+def _cut(lines: list[bytes], budget: int, rel: str) -> list[bytes]:
+    """Head and tail within ``budget`` bytes, and the marker between them."""
+    half = budget // 2
+    head: list[bytes] = []
+    size = 0
+    for line in lines:
+        if size + len(line) > half:
+            break
+        head.append(line)
+        size += len(line)
+    tail: list[bytes] = []
+    size = 0
+    for line in reversed(lines[len(head):]):
+        if size + len(line) > half:
+            break
+        tail.append(line)
+        size += len(line)
+    tail.reverse()
+    cut = len(lines) - len(head) - len(tail)
+    note = f"[… {cut} events cut: transcript over the report's budget of {budget} bytes; the whole file is {rel} …]"
+    return [*head, orjson.dumps(_marker(note, cut, rel)), *tail]
+
+
+def _marker(text: str, events: int, rel: str) -> dict[str, object]:
+    return {"type": CUT_EVENT, "data": {"text": text, "events": events, "path": rel},
+            "provenance": {"component": "mst"}}
+
+
+def list_artifacts(paths: RunPaths, rel: str | None, limit: int = MAX_ARTIFACTS) -> dict[str, object]:
+    """The trial's artifact files (paths relative to the run, sizes), at most ``limit`` of them,
+    with how many more there are."""
+    files: list[list[object]] = []
+    more = 0
+    if rel:
+        root = paths.root / rel
+        for folder, _dirs, names in os.walk(root):
+            for name in sorted(names):
+                if len(files) >= limit:
+                    more += 1
+                    continue
+                full = Path(folder) / name
+                try:
+                    size = full.stat().st_size
+                except OSError:
+                    size = None
+                files.append([str(full.relative_to(paths.root)), size])
+    return {"files": files, "more": more}
