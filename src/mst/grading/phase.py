@@ -9,8 +9,6 @@ records. All of them call :func:`grade_trial` (assertions, judges and graders) a
 from __future__ import annotations
 
 import functools
-import hashlib
-import os
 from collections import deque
 from collections.abc import Callable, Iterator, MutableSequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,7 +19,7 @@ from mst import endings
 from mst.config.errors import Problem, UserError
 from mst.config.resolved import ResolvedCase, ResolvedEval
 from mst.config.secrets import in_environment, judge_secret_names, only
-from mst.fileio import atomic_write_bytes, json_file_bytes, write_trial_file
+from mst.fileio import write_trial_file
 from mst.grading.context import GradingContext
 from mst.grading.grade import compare_pairwise, grade_trial
 from mst.grading.judges import TrialView
@@ -32,7 +30,6 @@ from mst.runs.layout import Key, RunPaths
 from mst.runs.progress import Progress
 from mst.runs.records import KeyList
 from mst.runs.run import Run
-from mst.session.io import dumps_jsonl
 
 K = TypeVar("K")
 R = TypeVar("R")
@@ -170,7 +167,7 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
     def grade_one(key: Key, view: TrialView, attempt_try: int) -> tuple[TrialGrading, dict[str, Any]]:
         grading = grade_trial(view, cases[key[1]], source, keep=plan.keep.get(key), context=context)
         if grading.output is not None:
-            _write_grader_files(run, key, grading.output, context)
+            _write_grader_files(run, key, grading.output)
             grading = grading.with_graders_path(RunPaths.graders_rel(*key))
         # The attempt graded: one collected again later is graded again (docs/run-directory.md).
         return _redacted(grading.with_try(attempt_try), context)
@@ -260,51 +257,11 @@ def _pairwise_job(run: Run, resolved: ResolvedEval, candidate: str, case: Resolv
     return job
 
 
-def _write_grader_files(run: Run, key: Key, output: GraderOutput, context: GradingContext) -> None:
-    """The graders' files beside the trial, never in its record: results, the graded session, the manifest."""
-    rel = RunPaths.graders_rel(*key)
-    root = run.root
-    folder = f"{root}/{rel}"  # strings: pathlib joins cost µs per trial
-    _make_folder(folder)
-    # Like the transcript, these files precede the trial's journal line (see write_trial_file).
-    write_trial_file(f"{folder}/grader_results.json", json_file_bytes(output.run.results_document()))
-    jsonl = output.jsonl
-    write_trial_file(f"{folder}/session.jsonl",
-                     (jsonl if jsonl is not None else dumps_jsonl(output.session)) + output.run.events_jsonl())
-    _write_manifest(root, folder, context)
-
-
-def _write_manifest(root: str, folder: str, context: GradingContext) -> None:
-    """Every trial of a run has the same manifest: write it once per run and hard-link it in.
-
-    A link is one system call where a file costs four; the shared copy is content-addressed and
-    never modified. Where the trial already has a manifest (grading again in place), it is
-    replaced whole, as any other write.
-    """
-    assert context.manifest is not None
-    with context.lock:  # grading threads share the one copy
-        shared = context.manifest_files.get(root)
-        if shared is None:
-            data = json_file_bytes(context.manifest)
-            shared = f"{root}/graders/.grader_manifest.{hashlib.sha256(data).hexdigest()[:16]}.json"
-            if not os.path.exists(shared):
-                atomic_write_bytes(shared, data, fsync=False)
-            context.manifest_files[root] = shared
-    target = f"{folder}/grader_manifest.json"
-    try:
-        os.link(shared, target)
-    except FileExistsError:
-        atomic_write_bytes(target, json_file_bytes(context.manifest), fsync=False)
-
-
-def _make_folder(folder: str) -> None:
-    """One ``mkdir`` for a trial's folder; its parents are made only for a case's first trial."""
-    try:
-        os.mkdir(folder)
-    except FileExistsError:
-        pass
-    except FileNotFoundError:
-        os.makedirs(folder, exist_ok=True)
+def _write_grader_files(run: Run, key: Key, output: GraderOutput) -> None:
+    """The trial's one grader file, never its record: the ``grader.manifest`` and ``grader.result``
+    events that, read after the transcript, make the graded session (docs/run-directory.md).
+    Like the transcript, it precedes the trial's journal line (see write_trial_file)."""
+    write_trial_file(f"{run.root}/{RunPaths.graders_rel(*key)}", output.run.events_jsonl())
 
 
 def grading_complete(run: Run, resolved: ResolvedEval) -> bool:

@@ -68,7 +68,8 @@ class RunPaths:
 
     @staticmethod
     def graders_rel(variant: str, case: str, trial: int) -> str:
-        return f"graders/{variant}/{case}/{trial}"
+        """The trial's grader events: with its transcript, the graded session (docs/run-directory.md)."""
+        return f"graders/{variant}/{case}/{trial}.jsonl"
 
 
 def new_run_id(name: str) -> str:
