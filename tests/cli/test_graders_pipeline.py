@@ -106,3 +106,18 @@ def test_replay_with_a_trials_grader_file_as_config_keeps_disabled_graders_disab
     manifest, stored = grader_documents(grader_file)
     assert replayed["results"] == stored and replayed["manifest"] == manifest
     assert "loops" not in {r["id"] for r in stored}
+
+
+def test_a_regrade_writes_the_same_grader_files_and_graded_sessions(tmp_path: Path) -> None:
+    """Replay by regrading: every trial's grader file, and so its graded session, is byte for byte
+    the one the first grading wrote; the regrade stores no transcript copy either."""
+    run = _run(tmp_path, graders={"loops": {"enabled": False}})
+    proc = run_cli("grade", str(run), "--runs-dir", "regrades", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    regraded = only_run(tmp_path / "regrades")
+    first = {p.relative_to(run): p.read_bytes() for p in (run / "graders").rglob("*") if p.is_file()}
+    again = {p.relative_to(regraded): p.read_bytes() for p in (regraded / "graders").rglob("*") if p.is_file()}
+    assert first == again and len(first) == len(load(run / "run.json")["attempts"])
+    for a in load(run / "run.json")["attempts"]:
+        key = (a["variant"], a["case"], a["trial"])
+        assert graded_session(regraded, *key) == graded_session(run, *key)
