@@ -253,6 +253,15 @@ class TrialView:
             self._events = transcript
         self._raw: bytes | None = None
 
+    def unread(self) -> TrialView:
+        """The same trial with nothing read from its transcript yet: a second judge of it (the
+        pairwise comparison after the trial's grading) without holding the first one's events."""
+        transcript = self._path if self._path is not None else self._events
+        return TrialView(variant=self.variant, case_id=self.case_id, trial=self.trial, answer=self.answer,
+                         ending=self.ending, transcript=transcript, usage=self.usage,
+                         artifacts_dir=self.artifacts_dir, expected=self.expected, metadata=self.metadata,
+                         prompt=self.prompt)
+
     @property
     def transcript_path(self) -> Path | None:
         """The transcript file, when the trial was given one."""
