@@ -200,7 +200,6 @@ class TrialView:
         "_events",
         "_lookups",
         "_path",
-        "_raw",
         "_text",
         "_tool_calls",
         "answer",
@@ -251,7 +250,6 @@ class TrialView:
         else:
             self._path = None
             self._events = transcript
-        self._raw: bytes | None = None
 
     def unread(self) -> TrialView:
         """The same trial with nothing read from its transcript yet: a second judge of it (the
@@ -300,14 +298,8 @@ class TrialView:
                 raise TranscriptUnavailable(
                     f"trial {self.variant}/{self.case_id}/{self.trial} has no transcript"
                 )
-            self._events, self._raw = load_transcript(self._path)
+            self._events = load_transcript(self._path)[0]  # grading keeps no copy of the bytes
         return self._events
-
-    @property
-    def jsonl(self) -> bytes | None:
-        """The transcript file's bytes when :attr:`events` came from plain JSONL, else None."""
-        _ = self.events
-        return self._raw
 
     @property
     def lookups(self) -> SessionLookups:
