@@ -12,6 +12,7 @@ trials; the variants use the ``mock`` model with no MCP server (successRate 0.8 
 eval-level assertions (``final-answer``, ``contains`` of the expected value), a code judge, a
 pairwise code judge and the default deterministic graders. Cases come from a JSONL dataset.
 
+``--no-graders`` disables the ten default deterministic graders (``run`` and ``regrade``).
 ``run`` starts ``mst run EVAL --json`` as a child process pinned to one core
 (``taskset -c 0``) and reports wall time per attempt end to end (process start, collect,
 grade, summary, run.json) and the child's peak RSS (``getrusage(RUSAGE_CHILDREN)``, one child
@@ -95,9 +96,10 @@ datasets:
 
 
 def make_eval(root: Path, attempts: int, *, latency_ms: float = 0, concurrency: int = 8,
-              cases: int | None = None) -> Path:
+              cases: int | None = None, graders: bool = True) -> Path:
     """An eval of ``attempts`` attempts: attempts/10 cases × 2 variants × 5 trials, or ``cases``
-    cases × 2 variants × attempts/(2 × cases) trials."""
+    cases × 2 variants × attempts/(2 × cases) trials; ``graders=False`` disables every default
+    deterministic grader."""
     n_cases = cases or max(1, attempts // 10)
     trials = max(1, attempts // (2 * n_cases))
     root.mkdir(parents=True, exist_ok=True)
@@ -116,8 +118,12 @@ def make_eval(root: Path, attempts: int, *, latency_ms: float = 0, concurrency: 
                 + "\n"
             )
     path = root / "eval.yaml"
-    path.write_text(EVAL_YAML.format(n=n_cases * 2 * trials, trials=trials, concurrency=concurrency,
-                                     latency=latency_ms))
+    text = EVAL_YAML.format(n=n_cases * 2 * trials, trials=trials, concurrency=concurrency, latency=latency_ms)
+    if not graders:
+        from mst.graders import DEFAULT_IDS
+
+        text += "graders:\n" + "".join(f"  {gid}: {{enabled: false}}\n" for gid in DEFAULT_IDS)
+    path.write_text(text)
     return path
 
 
@@ -157,8 +163,9 @@ def bench_run(args: argparse.Namespace, work: Path) -> dict[int, Path]:
         f"{'attempts':>9} {'grade':>6} {'wall s':>8} {'ms/attempt':>11} {'cpu s':>7} {'sys s':>7} {'peak RSS MiB':>13}"
     )
     for n in args.attempts:
-        root = work / (f"eval-{n}" if args.cases is None else f"eval-{n}-{args.cases}-cases")
-        eval_path = make_eval(root, n, cases=args.cases)
+        name = f"eval-{n}" if args.cases is None else f"eval-{n}-{args.cases}-cases"
+        root = work / (name if args.graders else f"{name}-no-graders")
+        eval_path = make_eval(root, n, cases=args.cases, graders=args.graders)
         grade = n <= args.no_grade_above
         argv = [MST, "run", str(eval_path), "--runs-dir", str(root / "runs"), "--json"]
         if not grade:
@@ -177,8 +184,8 @@ def bench_regrade(args: argparse.Namespace, work: Path, runs: dict[int, Path] | 
     n = args.regrade_attempts
     run_dir = (runs or {}).get(n)
     if run_dir is None:
-        root = work / f"eval-{n}"
-        eval_path = make_eval(root, n)
+        root = work / (f"eval-{n}" if args.graders else f"eval-{n}-no-graders")
+        eval_path = make_eval(root, n, graders=args.graders)
         r = measure_child(_pinned([MST, "run", str(eval_path), "--runs-dir", str(root / "runs"), "--json"]), root)
         run_dir = _latest(root / "runs")
     out_dir = work / f"regrades-{n}"
@@ -249,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cases", type=int, help="run: this many cases, the trials growing with --attempts")
     parser.add_argument("--regrade-attempts", type=int, default=20_000)
+    parser.add_argument("--no-graders", dest="graders", action="store_false",
+                        help="run, regrade: disable every default deterministic grader")
     parser.add_argument("--latency-attempts", type=int, default=2_000)
     parser.add_argument("--latency-ms", type=float, default=100)
     parser.add_argument("--concurrency", type=int, default=100)

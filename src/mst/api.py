@@ -150,6 +150,7 @@ def _grade(source: Run, resolved: ResolvedEval, secrets: dict[str, str], *, resu
            progress: Progress, runner: str | None, runner_options: Sequence[str], held: ExitStack,
            confidence: float) -> Outcome:
     context = _context(resolved, secrets)
+    lost: list[str] | None = None  # the attempts whose transcript is gone, when linking found them
     with _opened(runner, runner_options, "grade") as opened:
         if resume:
             plan = plan_grading(source, resolved, context, resume=True)
@@ -157,7 +158,8 @@ def _grade(source: Run, resolved: ResolvedEval, secrets: dict[str, str], *, resu
             run.meta = run.meta.with_phases(grade="partial").with_grading(_grading_meta(resolved, context))
             run.write()
         else:
-            run = _new_regrade(source, resolved, runs_dir, context, held)  # written with its grading metadata
+            lost = []
+            run = _new_regrade(source, resolved, runs_dir, context, held, lost)  # written with its grading metadata
             plan = plan_grading(run, resolved, context, resume=False)
         sharded = None
         if opened is not None:
@@ -169,8 +171,9 @@ def _grade(source: Run, resolved: ResolvedEval, secrets: dict[str, str], *, resu
         grade_run(run, resolved, plan, context, secrets=secrets, progress=progress,
                   source=sharded.source if sharded else None)
         outcome = _finish(run, resolved, sharded, confidence)
-        outcome.notices += _lost_note([_label(k) for k in source.attempts if _transcript_lost(source, k)],
-                                      collected=False)
+        if lost is None:
+            lost = [_label(k) for k in source.attempts if _transcript_lost(source, k)]
+        outcome.notices += _lost_note(lost, collected=False)
         return outcome
 
 
@@ -308,7 +311,9 @@ def _resolve_for(run: Run, *, check_digest: bool = True) -> ResolvedEval:
 
 
 def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None, context: GradingContext,
-                 held: ExitStack) -> Run:
+                 held: ExitStack, lost: list[str]) -> Run:
+    """A new run of the source's attempts, their files hard-linked; ``lost`` gets the attempts
+    whose transcript is no longer on disk (found while linking: no second pass over the run)."""
     if source.meta.phases.collect != "complete" and not source.attempts:
         raise UserError(Problem(str(source.paths.root), "the run has no collected attempts to grade"))
     run_case_ids = source.meta.case_ids
@@ -326,8 +331,9 @@ def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None, con
         meta["eval"]["collectedDigest"] = source.meta.eval.digest or None
         run = Run(staging, RunMeta.from_json(meta))
         run.adopt_attempts(source.attempts)  # the same records: shared, not copied
-        for record in run.attempts.values():
-            link_attempt_files(source.paths.root, staging.root, record.transcript, record.artifacts)
+        for key, record in run.attempts.items():
+            if not link_attempt_files(source.paths.root, staging.root, record.transcript, record.artifacts):
+                lost.append(_label(key))
         run.write()
         staged.append(run)
 

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers import load, run_cli
+from tests.helpers import run_cli
 from tests.runners.runners_helpers import collected_run, judged_eval, new_run, normalized_run
+
+from mst.runs.graded import grader_documents
 
 # Loaded by every Python process started with this PYTHONPATH (the CLI and its shard workers):
 # each start of a custom grader's bounded process is logged with who started it.
@@ -60,9 +62,9 @@ def test_a_sharded_regrade_runs_no_grader_on_the_coordinator(tmp_path: Path) -> 
 
     files = normalized_run(sharded)
     assert files == normalized_run(local)
-    graded = [k for k in files if k.startswith("graders/") and k.endswith("grader_results.json")]
+    graded = [k for k in files if k.startswith("graders/") and k.endswith(".jsonl")]
     assert len(graded) == trials
-    results = load(sharded / graded[0])["results"]
+    _, results = grader_documents(sharded / graded[0])
     assert [r["value"] for r in results if r["id"] == "operational-value"] == [3.0]
 
 

@@ -52,7 +52,7 @@ def test_resume_removes_dead_writers_temp_files_and_keeps_live_ones(tmp_path: Pa
     run = collected(tmp_path)
     dead, live = dead_pid(), holder.pid
     leftovers = [run / f".run.json.{dead}.tmp", run / f".results.json.{dead}.tmp",
-                 run / "graders/base/c1/0" / f".grader_manifest.json.{dead}.tmp",
+                 run / "graders/base/c1" / f".0.jsonl.{dead}.tmp",
                  run / "transcripts/base/c1" / f".0.jsonl.{dead}.tmp", tmp_path / "runs" / f".latest.json.{dead}.tmp"]
     alive = run / f".summary.json.{live}.tmp"  # its writer is running
     locked = run / f".comparisons.json.{dead}.tmp"  # another pid namespace's writer: its lock says it is live

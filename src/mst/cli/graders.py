@@ -30,6 +30,7 @@ from mst.graders import (
     GradersConfigError,
     Observation,
     analyze_experiment,
+    documents_of,
     parse_metric_ref,
     replay,
 )
@@ -87,7 +88,7 @@ def graders_run(session: Path, config_path: Path | None, expected_path: Path | N
         raise UserError(str(exc)) from None
     except (IsADirectoryError, PermissionError) as exc:
         raise UserError(f"cannot read session {session}: {exc.__class__.__name__}") from None
-    doc = _load_document(config_path, "config") if config_path is not None else None
+    doc = _config_document(config_path) if config_path is not None else None
     expected = _load_document(expected_path, "expected file") if expected_path is not None else None
     base_dir = config_path.parent if config_path is not None else None
     try:
@@ -98,6 +99,19 @@ def graders_run(session: Path, config_path: Path | None, expected_path: Path | N
         _dump({"manifest": run.manifest, "results": run.results})
         return
     _print_results(run.results, str(session))
+
+
+def _config_document(path: Path) -> Any:
+    """A config file, or a trial's grader file (``.jsonl``): then the manifest its grading used."""
+    if path.suffix != ".jsonl":
+        return _load_document(path, "config")
+    try:
+        manifest, _ = documents_of(read_transcript(path))
+    except TranscriptError as exc:
+        raise UserError(str(exc)) from None
+    if manifest is None:
+        raise UserError(f"{path} holds no grader.manifest event")
+    return manifest
 
 
 def _threshold(result: dict[str, Any]) -> str:
@@ -170,14 +184,23 @@ def _variants(run_json: Any, path: Path) -> tuple[list[str], str]:
 
 
 def _observations(run_dir: Path) -> Iterator[Observation]:
-    """``graders/<variant>/<case>/<trial>/grader_results.json``, in sorted order."""
+    """Each trial's grader results, from its grader file (``graders/<variant>/<case>/<trial>.jsonl``),
+    in sorted order; a run an older mst wrote has ``.../<trial>/grader_results.json`` instead."""
+    from mst.runs.graded import grader_documents, grader_files
+
+    for variant, case, trial, file in grader_files(run_dir):
+        try:
+            _, results = grader_documents(file)
+        except TranscriptError as exc:
+            raise UserError(str(exc)) from None
+        yield Observation(variant, case, trial, results)
     for file in sorted((run_dir / "graders").glob("*/*/*/grader_results.json")):
         doc = _read_json(file)
         if not isinstance(doc, dict) or doc.get("schemaVersion") != 2 or not isinstance(doc.get("results"), list):
             raise UserError(f"{file} is not a schema-version-2 grader results file")
-        trial = file.parent
+        folder = file.parent
         results = [r for r in doc["results"] if isinstance(r, dict)]
-        yield Observation(trial.parent.parent.name, trial.parent.name, trial.name, results)
+        yield Observation(folder.parent.parent.name, folder.parent.name, folder.name, results)
 
 
 def _metric_ids(refs: Sequence[Any], present: set[str]) -> list[str]:
@@ -247,9 +270,16 @@ def _incomplete(run_dir: Path) -> set[tuple[str, str]]:
 
 
 def _bounds(run_dir: Path) -> dict[str, tuple[float | None, float | None]]:
-    """Each grader's declared (min, max), from the first grader manifest of the run."""
-    manifest = next(iter(sorted((run_dir / "graders").glob("*/*/*/grader_manifest.json"))), None)
-    doc = _read_json(manifest) if manifest is not None else {}
+    """Each grader's declared (min, max), from the run's first grader manifest."""
+    from mst.runs.graded import grader_documents, grader_files
+
+    doc: Any = None
+    first = next(grader_files(run_dir), None)
+    if first is not None:
+        doc, _ = grader_documents(first[3])
+    else:
+        old = next(iter(sorted((run_dir / "graders").glob("*/*/*/grader_manifest.json"))), None)
+        doc = _read_json(old) if old is not None else {}
     graders = doc.get("graders") if isinstance(doc, dict) else None
     return {str(g["id"]): (g.get("min"), g.get("max")) for g in graders or [] if isinstance(g, dict) and "id" in g}
 

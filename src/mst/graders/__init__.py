@@ -33,6 +33,7 @@ from mst.graders.results import (
     SCHEMA_VERSION,
     GraderRun,
     build_manifest,
+    documents_of,
     run_graders,
 )
 from mst.session.lookups import SessionLookups, create_session_lookups
@@ -58,6 +59,7 @@ __all__ = [
     "config_from_document",
     "config_from_manifest",
     "create_session_lookups",
+    "documents_of",
     "parse_graders_config",
     "parse_metric_ref",
     "replay",

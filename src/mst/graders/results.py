@@ -10,7 +10,7 @@ broken computation must never read as a score.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -229,3 +229,18 @@ def run_custom_graders(
             result["diagnostics"] = list(outcome.diagnostics)
         results[grader_id] = result
     return results
+
+
+def documents_of(events: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The manifest and the results that a graded session's ``grader.manifest`` and
+    ``grader.result`` events hold (the inverse of :meth:`GraderRun.events`); other events are
+    the transcript's and are skipped."""
+    manifest: dict[str, Any] | None = None
+    results: list[dict[str, Any]] = []
+    for event in events:
+        kind = event.get("type")
+        if kind == MANIFEST_EVENT:
+            manifest = dict(event.get("data") or {})
+        elif kind == RESULT_EVENT:
+            results.append(dict(event.get("data") or {}))
+    return manifest, results

@@ -8,7 +8,6 @@ cached in module globals keyed by object ids, and two runs in one process cannot
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -74,9 +73,7 @@ class GradingContext:
     judges: Mapping[str, list[str]] = field(default_factory=dict)
     manifest: dict[str, Any] | None = field(init=False, default=None)
     manifest_json: bytes = field(init=False, default=b"")
-    manifest_files: dict[str, str] = field(init=False, default_factory=dict)  # run root -> shared manifest file
     _plans: dict[str, CasePlan] = field(init=False, default_factory=dict)
-    lock: threading.Lock = field(init=False, default_factory=threading.Lock)  # grading threads share the files
 
     def __post_init__(self) -> None:
         if self.graders is not None and not self.graders.enabled_ids:

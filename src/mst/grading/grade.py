@@ -109,9 +109,8 @@ def _graders(trial: TrialView, source: GradingSource, context: GradingContext,
         if r["status"] == "error":
             errors.append(GradingError(f"grader:{r['id']}", "grader", None, r.get("message") or "grader error"))
     run = GraderRun(manifest, results, len(session), context.manifest_json)
-    jsonl = None if context.redactor.active else trial.jsonl  # unredacted: the file's bytes are the session's
     values = tuple([GraderValue(r["id"], r["value"], r["status"]) for r in results])
-    return values, GraderOutput(run, session, jsonl)
+    return values, GraderOutput(run)
 
 
 def grade_trial(

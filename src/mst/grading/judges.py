@@ -200,7 +200,6 @@ class TrialView:
         "_events",
         "_lookups",
         "_path",
-        "_raw",
         "_text",
         "_tool_calls",
         "answer",
@@ -251,7 +250,15 @@ class TrialView:
         else:
             self._path = None
             self._events = transcript
-        self._raw: bytes | None = None
+
+    def unread(self) -> TrialView:
+        """The same trial with nothing read from its transcript yet: a second judge of it (the
+        pairwise comparison after the trial's grading) without holding the first one's events."""
+        transcript = self._path if self._path is not None else self._events
+        return TrialView(variant=self.variant, case_id=self.case_id, trial=self.trial, answer=self.answer,
+                         ending=self.ending, transcript=transcript, usage=self.usage,
+                         artifacts_dir=self.artifacts_dir, expected=self.expected, metadata=self.metadata,
+                         prompt=self.prompt)
 
     @property
     def transcript_path(self) -> Path | None:
@@ -291,14 +298,8 @@ class TrialView:
                 raise TranscriptUnavailable(
                     f"trial {self.variant}/{self.case_id}/{self.trial} has no transcript"
                 )
-            self._events, self._raw = load_transcript(self._path)
+            self._events = load_transcript(self._path)[0]  # grading keeps no copy of the bytes
         return self._events
-
-    @property
-    def jsonl(self) -> bytes | None:
-        """The transcript file's bytes when :attr:`events` came from plain JSONL, else None."""
-        _ = self.events
-        return self._raw
 
     @property
     def lookups(self) -> SessionLookups:

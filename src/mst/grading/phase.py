@@ -9,10 +9,8 @@ records. All of them call :func:`grade_trial` (assertions, judges and graders) a
 from __future__ import annotations
 
 import functools
-import hashlib
-import os
 from collections import deque
-from collections.abc import Callable, Iterator, MutableSequence
+from collections.abc import Callable, Iterator, Mapping, MutableSequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -21,7 +19,7 @@ from mst import endings
 from mst.config.errors import Problem, UserError
 from mst.config.resolved import ResolvedCase, ResolvedEval
 from mst.config.secrets import in_environment, judge_secret_names, only
-from mst.fileio import atomic_write_bytes, json_file_bytes, write_trial_file
+from mst.fileio import write_trial_file
 from mst.grading.context import GradingContext
 from mst.grading.grade import compare_pairwise, grade_trial
 from mst.grading.judges import TrialView
@@ -32,7 +30,6 @@ from mst.runs.layout import Key, RunPaths
 from mst.runs.progress import Progress
 from mst.runs.records import KeyList
 from mst.runs.run import Run
-from mst.session.io import dumps_jsonl
 
 K = TypeVar("K")
 R = TypeVar("R")
@@ -170,32 +167,78 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
     def grade_one(key: Key, view: TrialView, attempt_try: int) -> tuple[TrialGrading, dict[str, Any]]:
         grading = grade_trial(view, cases[key[1]], source, keep=plan.keep.get(key), context=context)
         if grading.output is not None:
-            _write_grader_files(run, key, grading.output, context)
+            _write_grader_files(run, key, grading.output)
             grading = grading.with_graders_path(RunPaths.graders_rel(*key))
         # The attempt graded: one collected again later is graded again (docs/run-directory.md).
         return _redacted(grading.with_try(attempt_try), context)
 
-    # Views and earlier records are read here, in this thread; only the judging runs in the pool.
-    trials = ((key, functools.partial(grade_one, key, *attempt_view(run, key, cases[key[1]])))
-              for key in plan.trials)
-    pairs = ((pair, _pairwise_job(run, resolved, pair[0], cases[pair[1]], source, context))
-             for pair in plan.pairs)
+    def jobs() -> Iterator[tuple[Key | tuple[str, str], Callable[[], tuple[Any, dict[str, Any]]]]]:
+        # Case by case: its trials, then its comparisons, which reuse the views just read, so
+        # each attempt record is read once. Views are read here, in this thread; only the
+        # judging runs in the pool.
+        for case_id, keys, pairs in _by_case(run, resolved, plan):
+            case = cases[case_id]
+            views: dict[Key, tuple[TrialView, int]] = {}
+            for key in keys:
+                view, attempt_try = attempt_view(run, key, case)
+                if pairs:  # the comparison's own view: it must not keep the graded one's events alive
+                    views[key] = (view.unread(), attempt_try)
+                yield key, functools.partial(grade_one, key, view, attempt_try)
+            for candidate in pairs:
+                yield (candidate, case_id), _pairwise_job(run, resolved, candidate, case, source, context, views)
+
     cfg = resolved.config
     workers = (cfg.gradingConcurrency or cfg.concurrency) if _calls_judges(resolved) else 1
     judge_env = only(secrets, judge_secret_names(resolved))  # judges get only what they name
     with in_environment(judge_env), Journal(run.paths.grading_journal) as journal:
-        for key, (record, data) in _in_order(trials, workers):
-            run.trial_grades.put(key, record, journal.append(data))
+        for key, (record, data) in _in_order(jobs(), workers):
+            if len(key) == 3:
+                run.trial_grades.put(key, record, journal.append(data))  # type: ignore[arg-type]
+            else:
+                run.comparisons.put(key, record, journal.append(data))  # type: ignore[arg-type]
             if on_record is not None:
                 on_record(record)
             progress.advance()
-        for pair, (comparison, data) in _in_order(pairs, workers):
-            run.comparisons.put(pair, comparison, journal.append(data))
-            if on_record is not None:
-                on_record(comparison)
-            progress.advance()
     progress.finish()
     run.meta = run.meta.with_phases(grade="complete" if grading_complete(run, resolved) else "partial")
+
+
+def _by_case(run: Run, resolved: ResolvedEval, plan: GradePlan) -> Iterator[tuple[str, list[Key], list[str]]]:
+    """The plan case by case, in the eval's case order: ``(case, trials to grade, candidates to
+    compare)``, the trials in key order within the case. The plan's trials are marked in one
+    byte per record slot, not copied into per-case lists of keys (a plan of 100,000 trials)."""
+    index = run.attempts.key_index
+    wanted = bytearray(len(index))
+    left = 0
+    for key in plan.trials:
+        slot = index.find(key)
+        if slot is not None and not wanted[slot]:
+            wanted[slot] = 1
+            left += 1
+    pairs: dict[str, list[str]] = {}
+    for candidate, case_id in plan.pairs:
+        pairs.setdefault(case_id, []).append(candidate)
+    variants = sorted(v.id for v in resolved.variants)
+    for case in resolved.cases:
+        keys: list[Key] = []
+        for variant in variants:
+            for trial in range(case.trials):
+                slot = index.find((variant, case.id, trial))
+                if slot is not None and wanted[slot]:
+                    wanted[slot] = 0
+                    keys.append((variant, case.id, trial))
+        left -= len(keys)
+        candidates = pairs.pop(case.id, [])
+        if keys or candidates:
+            yield case.id, keys, candidates
+    if left:  # trials the eval's cases do not list as such (more trials than it has now): as planned
+        for key in plan.trials:
+            slot = index.find(key)
+            if slot is not None and wanted[slot]:
+                wanted[slot] = 0
+                yield key[1], [key], []
+    for case_id, candidates in pairs.items():
+        yield case_id, [], candidates
 
 
 Graded = TypeVar("Graded", TrialGrading, CaseComparison)
@@ -238,14 +281,22 @@ def _in_order(jobs: Iterator[tuple[K, Callable[[], R]]], workers: int) -> Iterat
 
 
 def _pairwise_job(run: Run, resolved: ResolvedEval, candidate: str, case: ResolvedCase,
-                  source: GradingSource, context: GradingContext
+                  source: GradingSource, context: GradingContext,
+                  views: Mapping[Key, tuple[TrialView, int]] | None = None,
                   ) -> Callable[[], tuple[CaseComparison, dict[str, Any]]]:
-    """Read both sides' trials and the earlier comparison now; judge them when the job runs."""
+    """Read both sides' trials and the earlier comparison now; judge them when the job runs.
+    ``views`` are trials' views already read (the case's trials just graded), used as they are."""
     assert resolved.pairwise is not None and resolved.baseline is not None
     judge, baseline = resolved.pairwise, resolved.baseline.id
     indexes = _pair_indexes(run, candidate, baseline, case)
-    cand_views = [attempt_view(run, (candidate, case.id, t), case) for t in indexes]
-    base_views = [attempt_view(run, (baseline, case.id, t), case) for t in indexes]
+    known = views or {}
+
+    def view(key: Key) -> tuple[TrialView, int]:
+        found = known.get(key)
+        return found if found is not None else attempt_view(run, key, case)
+
+    cand_views = [view((candidate, case.id, t)) for t in indexes]
+    base_views = [view((baseline, case.id, t)) for t in indexes]
     cand, base = [v for v, _ in cand_views], [v for v, _ in base_views]
     earlier = run.comparisons.get((candidate, case.id))
     tries = {str(t): (c, b) for t, (_, c), (_, b) in zip(indexes, cand_views, base_views, strict=True)}
@@ -260,51 +311,11 @@ def _pairwise_job(run: Run, resolved: ResolvedEval, candidate: str, case: Resolv
     return job
 
 
-def _write_grader_files(run: Run, key: Key, output: GraderOutput, context: GradingContext) -> None:
-    """The graders' files beside the trial, never in its record: results, the graded session, the manifest."""
-    rel = RunPaths.graders_rel(*key)
-    root = run.root
-    folder = f"{root}/{rel}"  # strings: pathlib joins cost µs per trial
-    _make_folder(folder)
-    # Like the transcript, these files precede the trial's journal line (see write_trial_file).
-    write_trial_file(f"{folder}/grader_results.json", json_file_bytes(output.run.results_document()))
-    jsonl = output.jsonl
-    write_trial_file(f"{folder}/session.jsonl",
-                     (jsonl if jsonl is not None else dumps_jsonl(output.session)) + output.run.events_jsonl())
-    _write_manifest(root, folder, context)
-
-
-def _write_manifest(root: str, folder: str, context: GradingContext) -> None:
-    """Every trial of a run has the same manifest: write it once per run and hard-link it in.
-
-    A link is one system call where a file costs four; the shared copy is content-addressed and
-    never modified. Where the trial already has a manifest (grading again in place), it is
-    replaced whole, as any other write.
-    """
-    assert context.manifest is not None
-    with context.lock:  # grading threads share the one copy
-        shared = context.manifest_files.get(root)
-        if shared is None:
-            data = json_file_bytes(context.manifest)
-            shared = f"{root}/graders/.grader_manifest.{hashlib.sha256(data).hexdigest()[:16]}.json"
-            if not os.path.exists(shared):
-                atomic_write_bytes(shared, data, fsync=False)
-            context.manifest_files[root] = shared
-    target = f"{folder}/grader_manifest.json"
-    try:
-        os.link(shared, target)
-    except FileExistsError:
-        atomic_write_bytes(target, json_file_bytes(context.manifest), fsync=False)
-
-
-def _make_folder(folder: str) -> None:
-    """One ``mkdir`` for a trial's folder; its parents are made only for a case's first trial."""
-    try:
-        os.mkdir(folder)
-    except FileExistsError:
-        pass
-    except FileNotFoundError:
-        os.makedirs(folder, exist_ok=True)
+def _write_grader_files(run: Run, key: Key, output: GraderOutput) -> None:
+    """The trial's one grader file, never its record: the ``grader.manifest`` and ``grader.result``
+    events that, read after the transcript, make the graded session (docs/run-directory.md).
+    Like the transcript, it precedes the trial's journal line (see write_trial_file)."""
+    write_trial_file(f"{run.root}/{RunPaths.graders_rel(*key)}", output.run.events_jsonl())
 
 
 def grading_complete(run: Run, resolved: ResolvedEval) -> bool:

@@ -1,30 +1,40 @@
-"""The terminal side: a rich progress bar while working, the summary table at the end."""
+"""The terminal side: a rich progress bar while working, the summary table at the end.
+
+rich is imported only where a bar or a table is drawn: `mst run --json` (a script, a CI job)
+never pays for it at start-up.
+"""
 
 from __future__ import annotations
 
 import shutil
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+if TYPE_CHECKING:
+    from rich.progress import Progress
+    from rich.table import Table
 
-from mst.runs.run import Run
+    from mst.runs.run import Run
 
 
 class RichProgress:
     """A rich progress bar per phase, on stderr so `--json` output stays clean."""
 
     def __init__(self, enabled: bool = True) -> None:
-        self._console = Console(stderr=True)
+        self._console: Any = None
+        if enabled:
+            from rich.console import Console
+
+            self._console = Console(stderr=True)
         self._enabled = enabled and self._console.is_terminal
         self._progress: Progress | None = None
         self._task: Any = None
 
     def __enter__(self) -> RichProgress:
         if self._enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
             self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                       TimeElapsedColumn(), console=self._console, transient=False)
             self._progress.start()
@@ -66,6 +76,8 @@ def print_summary(run: Run, summary: Mapping[str, Any], *, as_json: bool = False
             shutil.copyfileobj(fh, sys.stdout.buffer)
         sys.stdout.flush()
         return
+    from rich.console import Console
+
     from mst.report.comparison import comparison_table
 
     console = Console()
@@ -98,6 +110,8 @@ def _pairwise(pw: Mapping[str, Any]) -> str:
 
 
 def variant_table(summary: Mapping[str, Any]) -> Table:
+    from rich.table import Table
+
     level = f"{summary.get('confidence', 0.95):.0%}"
     table = Table(title=f"{summary.get('eval', '')}: pass rates (equal weight per case, {level} interval)")
     for col in ("variant", "pass rate", "pass@k", "pass^k", "cases ✓/✗/…", "infra", "vs baseline"):

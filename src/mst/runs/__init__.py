@@ -12,6 +12,7 @@ from mst._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from mst.runs.files import Journal, read_journal
+    from mst.runs.graded import graded_session
     from mst.runs.layout import RUN_SCHEMA, RunPaths, create_run_dir, resolve_run_dir
     from mst.runs.progress import Progress, Silent
     from mst.runs.run import Run, open_run
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "Journal": "mst.runs.files",
     "read_journal": "mst.runs.files",
+    "graded_session": "mst.runs.graded",
     "RUN_SCHEMA": "mst.runs.layout",
     "RunPaths": "mst.runs.layout",
     "create_run_dir": "mst.runs.layout",
@@ -42,6 +44,7 @@ __all__ = [
     "Silent",
     "create_run_dir",
     "finalize",
+    "graded_session",
     "open_run",
     "read_journal",
     "resolve_run_dir",

@@ -16,13 +16,12 @@ docs/run-directory.md) is graded again, not kept. Records written before they ex
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from mst.graders.results import GraderRun
-    from mst.session.events import Event
 
 Side = Literal["candidate", "baseline", "tie"]
 Status = Literal["graded", "ungraded"]
@@ -103,7 +102,7 @@ class GradingError:
 
 class GraderValue(NamedTuple):
     """One deterministic grader's value on a trial, as the trial's record lists it (the full
-    schema-v2 result is in the trial's ``grader_results.json``). A named tuple, as
+    schema-v2 result is a ``grader.result`` event in the trial's grader file). A named tuple, as
     :class:`VerdictRecord`: ten of them are decoded per trial."""
 
     id: str
@@ -128,12 +127,10 @@ class GraderValue(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class GraderOutput:
-    """What the deterministic graders of a grading just made leave for the trial's files: the
-    run (manifest and results) and the (redacted) session they read. Never stored in a record."""
+    """What the deterministic graders of a grading just made leave for the trial's grader file:
+    the run (manifest and results), as events. Never stored in a record."""
 
     run: GraderRun
-    session: Sequence[Event]
-    jsonl: bytes | None  # the session file's bytes, when they are the session's encoding as is
 
 
 @dataclass(frozen=True, slots=True)

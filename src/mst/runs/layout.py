@@ -68,7 +68,8 @@ class RunPaths:
 
     @staticmethod
     def graders_rel(variant: str, case: str, trial: int) -> str:
-        return f"graders/{variant}/{case}/{trial}"
+        """The trial's grader events: with its transcript, the graded session (docs/run-directory.md)."""
+        return f"graders/{variant}/{case}/{trial}.jsonl"
 
 
 def new_run_id(name: str) -> str:
@@ -151,14 +152,17 @@ def link_tree(src: str, dst: str) -> None:
             link_file(os.path.join(folder, name), os.path.join(target, name))
 
 
-def link_attempt_files(src_root: Path, dst_root: Path, transcript: str | None, artifacts: str | None) -> None:
+def link_attempt_files(src_root: Path, dst_root: Path, transcript: str | None, artifacts: str | None) -> bool:
     """Reference an attempt's transcript and artifacts (paths relative to the run) from another
-    run directory (a regrade, a grade bundle) by hard link, never by copy."""
+    run directory (a regrade, a grade bundle) by hard link, never by copy. False when the record
+    names a transcript that is no longer on disk (its evidence is lost)."""
     src, dst = os.fspath(src_root), os.fspath(dst_root)
+    found = True
     if transcript:
         try:
             link_file(f"{src}/{transcript}", f"{dst}/{transcript}")
         except FileNotFoundError:  # the attempt's transcript is gone: its grading will say so
-            pass
+            found = False
     if artifacts and os.path.isdir(f"{src}/{artifacts}"):
         link_tree(f"{src}/{artifacts}", f"{dst}/{artifacts}")
+    return found
