@@ -51,7 +51,7 @@ def source_run(target: str, results: str | None, runs_dir: Path | None) -> tuple
     return fetch_run(open_store(store_at), run_id, runs_dir or Path("runs")), store_at
 
 
-def publish(run_dir: Path, url: str, *, source: Path | None = None) -> None:
+def publish(run_dir: Path, url: str, *, source: Path | None = None, jobs: int = 16) -> None:
     """Upload a finished run (a regrade's source first, when it is local and not stored yet, so the
     regrade refers to its transcripts instead of copying them), and say where it went."""
     from mst.errors import Problem, UserError
@@ -60,8 +60,8 @@ def publish(run_dir: Path, url: str, *, source: Path | None = None) -> None:
     try:
         store = open_store(url)
         if source is not None and source.name not in stored_run_ids(store, [source.name]):
-            _said(upload_run(source, store))
-        _said(upload_run(run_dir, store))
+            _said(upload_run(source, store, jobs=jobs))
+        _said(upload_run(run_dir, store, jobs=jobs))
     except UserError as exc:
         hint = Problem(str(run_dir), f"the run is kept here; `mst runs upload {run_dir} --results {url}` "
                        "uploads it again")
@@ -112,8 +112,9 @@ def list_runs(results: str | None, runs_dir: Path, as_json: bool) -> None:
 @runs.command("upload")
 @click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @results_option
+@click.option("--jobs", type=click.IntRange(1, 256), default=16, show_default=True, help="Objects uploaded at once.")
 @handle_errors
-def upload(run_dir: Path, results: str | None) -> None:
+def upload(run_dir: Path, results: str | None, jobs: int) -> None:
     """Upload a run directory to a result store (again: finishes an upload that was cut short)."""
     from mst.runs.layout import resolve_run_dir
     from mst.store.manifest import run_head
@@ -124,7 +125,8 @@ def upload(run_dir: Path, results: str | None) -> None:
         raise click.UsageError("no result store: pass --results URL (or set results.store in the eval)")
     head = run_head(run_dir)
     source = run_dir.parent / head.regradeOf if head.regradeOf else None
-    publish(run_dir, url, source=source if source is not None and (source / "run.json").is_file() else None)
+    publish(run_dir, url, source=source if source is not None and (source / "run.json").is_file() else None,
+            jobs=jobs)
 
 
 def _eval_path(run_dir: Path) -> str | None:
