@@ -4,6 +4,7 @@ gcp-storage-emulator GCS server, each started on a free port and stopped by the 
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,9 +30,10 @@ def s3_env(port: int) -> dict[str, str]:
 
 
 @contextmanager
-def moto_s3(bucket: str = "mst-results") -> Iterator[Server]:
+def moto_s3(bucket: str = "") -> Iterator[Server]:
     from moto.server import ThreadedMotoServer
 
+    bucket = bucket or f"mst-results-{secrets.token_hex(4)}"  # moto's state is per process: a bucket per test
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:

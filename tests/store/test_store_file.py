@@ -175,3 +175,13 @@ def test_a_tampered_store_stops_grade_with_exit_2(finished_run: Path, tmp_path: 
 def test_a_store_url_of_another_scheme_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not a result store URL"):
         open_store("ftp://example/x")
+
+
+def test_the_cli_does_not_import_a_store_backend_until_a_store_is_used() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from mst.cli.main import main; main.list_commands(None); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('fsspec', 's3fs', 'gcsfs', 'mst.store')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

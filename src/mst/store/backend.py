@@ -69,7 +69,10 @@ def open_store(url: str) -> Store:
     import fsspec
 
     with store_errors(url):
-        fs, root = fsspec.core.url_to_fs(url, **({"auto_mkdir": True} if scheme == "file" else {}))
+        # A fresh filesystem: fsspec's instance cache would keep an endpoint or login the
+        # environment no longer names.
+        options: dict[str, Any] = {"auto_mkdir": True} if scheme == "file" else {"skip_instance_cache": True}
+        fs, root = fsspec.core.url_to_fs(url, **options)
         store = Store(url, fs, root.rstrip("/") or root, scheme)
         if scheme == "file":
             fs.makedirs(store.root, exist_ok=True)

@@ -20,6 +20,7 @@ def local_runs(runs_dir: Path) -> list[RunHead]:
 def stored_runs(store: Store) -> list[RunHead]:
     """Every complete run in ``store`` (one with a manifest: an unfinished upload is no run)."""
     with store_errors(store.url):
+        store.fs.invalidate_cache()  # a listing is read fresh: another process may have uploaded since
         paths = store.fs.glob(store.run_path("*", MANIFEST))
         found = store.fs.cat(paths) if paths else {}
     if isinstance(found, bytes):
@@ -35,4 +36,5 @@ def _order(head: RunHead) -> tuple[str, str]:
 def stored_run_ids(store: Store, ids: list[str]) -> set[str]:
     """Which of ``ids`` are complete runs in ``store`` (their manifest is there)."""
     with store_errors(store.url):
+        store.fs.invalidate_cache()
         return {i for i in ids if store.fs.exists(store.run_path(i, MANIFEST))}

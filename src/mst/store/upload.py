@@ -121,6 +121,7 @@ def _read(path: str) -> bytes:
 def _listing(store: Store, run_id: str) -> dict[str, dict[str, Any]]:
     """What the store holds of this run already: key (relative to the run) → the backend's info."""
     prefix = store.run_path(run_id)
+    store.fs.invalidate_cache()  # what is there now, not what an earlier listing saw
     if not store.fs.exists(prefix):
         return {}
     found = store.fs.find(prefix, detail=True)
