@@ -43,6 +43,10 @@ def source_run(target: str, results: str | None, runs_dir: Path | None) -> tuple
     stored = split_run_url(target)
     if stored is None and results and "/" not in target and not Path(target).exists():
         stored = (results, target)
+    if stored is None and "://" in target:
+        from mst.errors import Problem, UserError
+
+        raise UserError(Problem(target, "not a stored run: expected <store URL>/runs/<run id>"))
     if stored is None:
         return resolve_run_dir(Path(target)), None
     from mst.store import fetch_run, open_store
