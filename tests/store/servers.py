@@ -38,7 +38,7 @@ def moto_s3(bucket: str = "") -> Iterator[Server]:
     server.start()
     try:
         env = s3_env(server.get_host_and_port()[1])
-        with _environ(env):
+        with environ(env):
             import boto3
 
             boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"]).create_bucket(Bucket=bucket)
@@ -62,7 +62,7 @@ def gcs_emulator(bucket: str = "mst-results") -> Iterator[Server]:
 
 
 @contextmanager
-def _environ(values: dict[str, str]) -> Iterator[None]:
+def environ(values: dict[str, str]) -> Iterator[None]:
     saved = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
     try:
@@ -75,4 +75,3 @@ def _environ(values: dict[str, str]) -> Iterator[None]:
                 os.environ[key] = old
 
 
-environ = _environ

@@ -186,3 +186,12 @@ def test_the_cli_does_not_import_a_store_backend_until_a_store_is_used() -> None
             "or m.startswith('mst.store')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_identical_files_are_stored_once(finished_run: Path, tmp_path: Path) -> None:
+    store = open_store(f"file://{tmp_path}/store")
+    upload_run(finished_run, store)
+    manifest = read_manifest(store, finished_run.name)
+    shared = {(f.object, f.offset) for f in manifest.files if f.path.endswith("/grader_manifest.json")}
+    assert len(shared) == 1  # every trial's grader manifest has the same bytes
+    assert run_files(fetch_run(store, finished_run.name, tmp_path / "elsewhere")) == run_files(finished_run)

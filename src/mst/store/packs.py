@@ -27,6 +27,7 @@ class Member:
     size: int
     sha256: str
     offset: int  # where its bytes start in the pack
+    key: str  # the pack's object key
 
 
 @dataclass
@@ -47,21 +48,26 @@ class PackWriter:
     _tar: tarfile.TarFile | None = None
     _members: list[Member] = field(default_factory=list)
 
-    def add(self, path: str, data: bytes, sha256: str) -> Pack | None:
+    def add(self, path: str, data: bytes, sha256: str) -> tuple[Member, Pack | None]:
+        """Add a file; its member, and the pack when this file filled it."""
         if self._tar is None:
             self._tar = tarfile.open(fileobj=self._buffer, mode="w", format=tarfile.GNU_FORMAT)  # noqa: SIM115 (closed by close())
         info = tarfile.TarInfo(path)
         info.size, info.mode, info.mtime = len(data), 0o644, 0
         self._tar.addfile(info, io.BytesIO(data))
         padded = -(-len(data) // _BLOCK) * _BLOCK
-        self._members.append(Member(path, len(data), sha256, self._tar.offset - padded))
-        return self.close() if self._tar.offset >= self.limit else None
+        member = Member(path, len(data), sha256, self._tar.offset - padded, self._key())
+        self._members.append(member)
+        return member, (self.close() if self._tar.offset >= self.limit else None)
+
+    def _key(self) -> str:
+        return f"packs/{self.group}-{self._count:05d}.tar"
 
     def close(self) -> Pack | None:
         if self._tar is None:
             return None
         self._tar.close()
-        pack = Pack(f"packs/{self.group}-{self._count:05d}.tar", self._buffer.getvalue(), self._members)
+        pack = Pack(self._key(), self._buffer.getvalue(), self._members)
         self._count += 1
         self._buffer, self._tar, self._members = io.BytesIO(), None, []
         return pack

@@ -23,7 +23,7 @@ import orjson
 
 from mst.store.backend import Store, store_errors
 from mst.store.manifest import MANIFEST, Manifest, StoredFile, StoredObject, run_head
-from mst.store.packs import PACK_BYTES, Pack, PackWriter, sha256_hex
+from mst.store.packs import PACK_BYTES, PackWriter, sha256_hex
 
 JOBS = 16  # objects in flight at once: enough to hide an object store's latency, bounded for memory
 REFERABLE = ("transcripts", "artifacts")  # what a regrade shares with its source run (hard links locally)
@@ -66,8 +66,9 @@ def _pack_bytes() -> int:
 def _put_files(run_dir: Path, uploader: _Uploader, refs: dict[str, StoredFile], pack_bytes: int,
                report: UploadReport) -> Iterator[StoredFile]:
     """Top-level files as objects of their own (readable in the bucket); each subdirectory's
-    files in packs of that subdirectory (a regrade's transcripts and artifacts, when its source
-    run in the store has the same bytes, as references instead)."""
+    files in packs of that subdirectory, a file whose bytes are already packed once referring to
+    them (a regrade's transcripts and artifacts, when its source run in the store has the same
+    bytes, as references to the source's packs instead)."""
     root = os.fspath(run_dir)
     groups: list[str] = []
     for entry in sorted(os.scandir(root), key=lambda e: e.name):
@@ -79,6 +80,7 @@ def _put_files(run_dir: Path, uploader: _Uploader, refs: dict[str, StoredFile], 
             data = _read(entry.path)
             stored = uploader.put(entry.name, data)
             yield StoredFile(path=entry.name, size=stored.size, sha256=stored.sha256, object=entry.name)
+    packed: dict[str, StoredFile] = {}  # sha256 → where those bytes already are in this run's packs
     for group in groups:
         writer = PackWriter(group, pack_bytes)
         for rel in _walk(root, group):
@@ -89,18 +91,19 @@ def _put_files(run_dir: Path, uploader: _Uploader, refs: dict[str, StoredFile], 
                 report.referred += 1
                 yield ref
                 continue
-            pack = writer.add(rel, data, sha)
+            same = packed.get(sha)
+            if same is not None and same.size == len(data):  # every trial's grader manifest: stored once
+                yield same.model_copy(update={"path": rel})
+                continue
+            member, pack = writer.add(rel, data, sha)
+            packed[sha] = placed = StoredFile(path=rel, size=member.size, sha256=sha, object=member.key,
+                                              offset=member.offset)
+            yield placed
             if pack is not None:
-                yield from _pack_files(uploader, pack)
+                uploader.put(pack.key, pack.data)
         last = writer.close()
         if last is not None:
-            yield from _pack_files(uploader, last)
-
-
-def _pack_files(uploader: _Uploader, pack: Pack) -> Iterator[StoredFile]:
-    uploader.put(pack.key, pack.data)
-    for m in pack.members:
-        yield StoredFile(path=m.path, size=m.size, sha256=m.sha256, object=pack.key, offset=m.offset)
+            uploader.put(last.key, last.data)
 
 
 def _walk(root: str, group: str) -> Iterator[str]:
