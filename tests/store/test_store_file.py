@@ -195,3 +195,15 @@ def test_identical_files_are_stored_once(finished_run: Path, tmp_path: Path) -> 
     shared = {(f.object, f.offset) for f in manifest.files if f.path.endswith("/grader_manifest.json")}
     assert len(shared) == 1  # every trial's grader manifest has the same bytes
     assert run_files(fetch_run(store, finished_run.name, tmp_path / "elsewhere")) == run_files(finished_run)
+
+
+def test_the_eval_files_store_must_be_a_store_url(tmp_path: Path) -> None:
+    write_eval(tmp_path, basic_eval(results={"store": "ftp://host/x"}))
+    done = run_cli("validate", "eval.yaml", cwd=tmp_path)
+    assert done.returncode == 2 and "results.store" in done.stderr
+
+
+def test_grade_of_a_url_that_names_no_run_is_refused(tmp_path: Path) -> None:
+    done = run_cli("grade", f"file://{tmp_path}/store", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "not a stored run: expected <store URL>/runs/<run id>" in done.stderr
