@@ -91,7 +91,8 @@ def test_no_credentials_is_a_clear_error_and_none_are_recorded(s3: Server, finis
 
 def test_an_upload_killed_midway_leaves_no_manifest_and_uploading_again_finishes(s3: Server,
                                                                                  tmp_path: Path) -> None:
-    write_eval(tmp_path, basic_eval(trials=10))
+    cases = [{"id": f"c{i}", "prompt": f"say {i}", "expected": str(i)} for i in range(40)]
+    write_eval(tmp_path, basic_eval(cases=cases))  # distinct cases: distinct files (identical ones are stored once)
     assert run_cli("run", "eval.yaml", cwd=tmp_path).returncode == 0
     run = only_run(tmp_path / "runs")
     env = {**os.environ, **s3.env, "MST_STORE_PACK_BYTES": "1"}  # a pack per file: many objects
