@@ -104,7 +104,7 @@ def list_runs(results: str | None, runs_dir: Path, as_json: bool) -> None:
 
     table = Table(title=f"runs in {results or runs_dir}")
     for column in ("id", "eval", "started", "phases", "pass rate per variant"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # an id is never cut short: it is what you type next
     for h in heads:
         phases = " ".join(f"{k}:{v}" for k, v in h.phases.items())
         rates = "  ".join(f"{v} {_percent(r)}" for v, r in h.passRates.items())
@@ -114,7 +114,7 @@ def list_runs(results: str | None, runs_dir: Path, as_json: bool) -> None:
 
 
 @runs.command("upload")
-@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.argument("run_dir", type=click.Path(path_type=Path))
 @results_option
 @click.option("--jobs", type=click.IntRange(1, 256), default=16, show_default=True, help="Objects uploaded at once.")
 @handle_errors
