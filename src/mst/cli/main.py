@@ -17,6 +17,7 @@ import click
 from mst import __version__
 from mst.cli.handling import handle_errors
 from mst.cli.options import confidence_option
+from mst.cli.store import publish, results_option, source_run, store_url
 from mst.statistics import MIN_CASES
 
 
@@ -81,10 +82,12 @@ def schema() -> None:
 @click.option("--otlp", is_flag=False, flag_value="", default=None, metavar="[ENDPOINT]",
               help="Then send the run as OTLP traces (default endpoint: OTEL_EXPORTER_OTLP_ENDPOINT).")
 @confidence_option
+@results_option
 @handle_errors
 def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concurrency: int | None,
         secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...],
-        fail_on_regression: bool, summary_md: Path | None, otlp: str | None, confidence: float) -> None:
+        fail_on_regression: bool, summary_md: Path | None, otlp: str | None, confidence: float,
+        results: str | None) -> None:
     """Collect and grade an eval (TARGET = eval file), or resume a run (--resume TARGET = run dir)."""
     from mst import api as pipeline
     from mst.report.terminal import RichProgress, print_summary
@@ -110,6 +113,8 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
         from mst.cli.export import export_after_run
 
         export_after_run(outcome.run.paths.root, otlp or None)
+    if url := store_url(results, outcome.run.meta.eval.path):
+        publish(outcome.run.paths.root, url)
     if fail_on_regression:
         from mst.cli.stats import run_gate
         from mst.errors import EXIT_REGRESSION
@@ -121,7 +126,7 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
 
 
 @main.command()
-@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("run_dir")
 @click.option("--resume", is_flag=True, help="Grade only what has no verdict, in place.")
 @click.option("--eval", "eval_file", type=click.Path(path_type=Path), help="Grade with this eval file.")
 @click.option("--runs-dir", type=click.Path(path_type=Path), help="Where the regrade is written.")
@@ -131,21 +136,24 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
 @click.option("--runner-option", "runner_options", multiple=True, metavar="KEY=VALUE",
               help="A runner option (repeatable): shards=N, keep=true, or the runner's own.")
 @confidence_option
+@results_option
 @handle_errors
-def grade(run_dir: Path, resume: bool, eval_file: Path | None, runs_dir: Path | None,
+def grade(run_dir: str, resume: bool, eval_file: Path | None, runs_dir: Path | None,
           secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...],
-          confidence: float) -> None:
-    """Regrade a stored run into a new run (regradeOf), without collecting again."""
+          confidence: float, results: str | None) -> None:
+    """Regrade a run (a directory, or <store>/runs/<id>) into a new run (regradeOf), without collecting again."""
     from mst import api as pipeline
     from mst.report.terminal import RichProgress, print_summary
-    from mst.runs.layout import resolve_run_dir
 
+    source, stored_at = source_run(run_dir, results, runs_dir)
     with RichProgress(enabled=not as_json) as progress:
-        outcome = pipeline.grade(resolve_run_dir(run_dir), eval_path=eval_file, resume=resume,
+        outcome = pipeline.grade(source, eval_path=eval_file, resume=resume,
                                  runs_dir=runs_dir, secrets_file=secrets_file, progress=progress,
                                  runner=runner, runner_options=runner_options, confidence=confidence)
     print_summary(outcome.run, outcome.summary, as_json=as_json)
     _print_notes(outcome.notes, outcome.notices)
+    if url := store_url(results or stored_at, eval_file or outcome.run.meta.eval.path):
+        publish(outcome.run.paths.root, url, source=None if resume else source)
     sys.exit(outcome.exit_code)
 
 
@@ -187,6 +195,7 @@ def _attach_optional_groups() -> None:
     from mst.cli.export import export_group
     from mst.cli.graders import experiments, graders
     from mst.cli.stats import gate_command, plan_command
+    from mst.cli.store import runs
 
     main.add_command(export_group)
     main.add_command(graders)
@@ -197,3 +206,4 @@ def _attach_optional_groups() -> None:
 
     main.add_command(report_command)
     main.add_command(view_command)
+    main.add_command(runs)

@@ -219,6 +219,15 @@ class CasePass(Strict):
     atLeast: float = Field(ge=0, le=1, description="Fraction of trials that must pass.")
 
 
+class ResultsConfig(Strict):
+    """Where finished runs are uploaded (docs/result-store.md)."""
+
+    store: OsText = Field(
+        min_length=1, pattern=r"^(file|s3|gs)://",
+        description="A result store URL: file:///dir, s3://bucket/prefix or gs://bucket/prefix.",
+    )
+
+
 class EvalConfig(Strict):
     """An eval: cases, the variants that attempt them, and how attempts are graded."""
 
@@ -256,6 +265,7 @@ class EvalConfig(Strict):
         default_factory=list,
         description="Experiment metrics: `grader:<id>` or `graders.<id>.value` of an enabled grader.",
     )
+    results: ResultsConfig | None = Field(None, description="Upload every finished run to a result store.")
 
     @model_validator(mode="after")
     def _check(self) -> EvalConfig:
