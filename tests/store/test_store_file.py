@@ -189,11 +189,17 @@ def test_the_cli_does_not_import_a_store_backend_until_a_store_is_used() -> None
 
 
 def test_identical_files_are_stored_once(finished_run: Path, tmp_path: Path) -> None:
+    # Two trials' artifacts with the same bytes (a fixture file every attempt writes, say).
+    for trial in ("0", "1"):
+        folder = finished_run / "artifacts" / "same" / trial
+        folder.mkdir(parents=True)
+        (folder / "fixture.bin").write_bytes(b"the same bytes\n" * 1000)
     store = open_store(f"file://{tmp_path}/store")
     upload_run(finished_run, store)
     manifest = read_manifest(store, finished_run.name)
-    shared = {(f.object, f.offset) for f in manifest.files if f.path.endswith("/grader_manifest.json")}
-    assert len(shared) == 1  # every trial's grader manifest has the same bytes
+    shared = {(f.object, f.offset) for f in manifest.files if f.path.endswith("/fixture.bin")}
+    assert len(shared) == 1  # stored once, listed twice
+    assert sum(f.path.endswith("/fixture.bin") for f in manifest.files) == 2
     assert run_files(fetch_run(store, finished_run.name, tmp_path / "elsewhere")) == run_files(finished_run)
 
 
