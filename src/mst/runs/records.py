@@ -73,22 +73,33 @@ _SHARED_SUMMARIES = 4096  # distinct summary values shared between records (endi
 _TRIALS_PER_BLOCK = 8
 
 
+def _block_of(trial: int) -> tuple[int, int, int]:
+    """(block number, first trial, slots) of the block that holds ``trial``: trial 0 alone,
+    trials 1-7, then eight trials a block. A run of one trial per case (100,000 cases, say) takes
+    one slot per variant and case, not eight; a run of many trials still takes a block per eight."""
+    if trial == 0:
+        return 0, 0, 1
+    high = trial // _TRIALS_PER_BLOCK + 1
+    return (1, 1, _TRIALS_PER_BLOCK - 1) if high == 1 else (high, (high - 1) * _TRIALS_PER_BLOCK, _TRIALS_PER_BLOCK)
+
+
 class _Block(NamedTuple):
-    """Slots ``start .. start + 8`` hold trials ``first .. first + 8`` of one variant and case."""
+    """Slots ``start .. start + size`` hold trials ``first .. first + size`` of one variant and case."""
 
     variant: str
     case: str
     first: int
     start: int
+    size: int
 
 
 class KeyIndex(Generic[K]):
     """Keys numbered in the order first seen, for stores that share them: a run's attempts and
     their gradings keep each key once.
 
-    A trial key ``(variant, case, trial)`` takes a slot in a block of eight consecutive slots
-    for its variant and case: the index costs memory per variant and case, not per attempt.
-    Any other key (a comparison's ``(candidate, case)``) takes a slot of its own.
+    A trial key ``(variant, case, trial)`` takes a slot in a block of consecutive slots for its
+    variant and case (see :func:`_block_of`): the index costs memory per variant and case, not
+    per attempt. Any other key (a comparison's ``(candidate, case)``) takes a slot of its own.
     """
 
     __slots__ = ("_blocks", "_owners", "_singles")
@@ -103,31 +114,33 @@ class KeyIndex(Generic[K]):
         if type(key) is tuple and len(key) == 3:
             variant, case, trial = key
             if type(variant) is str and type(case) is str and type(trial) is int and trial >= 0:
-                return variant, case, trial // _TRIALS_PER_BLOCK
+                return variant, case, trial
         return None
 
     def slot(self, key: K) -> int:
-        block_key = self._block_key(key)
-        if block_key is None:
+        trial_key = self._block_key(key)
+        if trial_key is None:
             slot = self._singles.get(key)
             if slot is None:
                 slot = self._singles[key] = len(self._owners)
                 self._owners.append(key)
             return slot
-        block = self._blocks.get(block_key)
+        variant, case, trial = trial_key
+        high, first, size = _block_of(trial)
+        block = self._blocks.get((variant, case, high))
         if block is None:
-            variant, case, high = block_key
-            block = _Block(sys.intern(variant), sys.intern(case), high * _TRIALS_PER_BLOCK, len(self._owners))
+            block = _Block(sys.intern(variant), sys.intern(case), first, len(self._owners), size)
             self._blocks[(block.variant, block.case, high)] = block
-            self._owners.extend([block] * _TRIALS_PER_BLOCK)
-        return block.start + key[2] % _TRIALS_PER_BLOCK  # type: ignore[index,no-any-return]
+            self._owners.extend([block] * size)
+        return block.start + trial - block.first
 
     def find(self, key: object) -> int | None:
-        block_key = self._block_key(key)
-        if block_key is None:
+        trial_key = self._block_key(key)
+        if trial_key is None:
             return self._singles.get(key)  # type: ignore[arg-type]
-        block = self._blocks.get(block_key)
-        return None if block is None else block.start + key[2] % _TRIALS_PER_BLOCK  # type: ignore[index]
+        variant, case, trial = trial_key
+        block = self._blocks.get((variant, case, _block_of(trial)[0]))
+        return None if block is None else block.start + trial - block.first
 
     def key(self, slot: int) -> K:
         owner = self._owners[slot]
@@ -143,9 +156,10 @@ class KeyIndex(Generic[K]):
         """Every slot given out, in the order of its key: trial blocks sorted by their own
         (existing) keys, then the other keys sorted. No key object is made per slot, so writing
         a 100,000-attempt run in key order does not build 100,000 keys to sort."""
-        for variant, case, high in sorted(self._blocks):
-            yield from range(self._blocks[(variant, case, high)].start,
-                             self._blocks[(variant, case, high)].start + _TRIALS_PER_BLOCK)
+        blocks = self._blocks
+        for block_key in sorted(blocks):
+            block = blocks[block_key]
+            yield from range(block.start, block.start + block.size)
         for key in sorted(self._singles):  # type: ignore[type-var]
             yield self._singles[key]
 
