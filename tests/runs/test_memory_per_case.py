@@ -1,0 +1,59 @@
+"""Memory per case of `mst run` stays small: a run of many cases with one trial each (issue 16).
+
+Measured as in ``test_memory_flat``: tracemalloc's peak while a whole run goes, at two sizes,
+here with one trial per case, so every extra attempt is also an extra case. What an extra case
+costs (its resolved definition, its slots in the key index, its summary counts, its share of
+the dataset) must stay a few hundred bytes: a resolved case holding decoded copies it does not
+need, eight key slots per variant and case, or per-case objects kept for the summary fail this.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import orjson
+import pytest
+from tests.helpers import mock_variant, write_eval
+
+from mst import fileio
+from mst.api import run_eval
+
+pytestmark = pytest.mark.slow
+
+PER_CASE_LIMIT = 1000  # bytes of peak memory per extra case: one trial of each of two variants
+
+
+def _eval(directory: Path, cases: int) -> Path:
+    directory.mkdir()
+    rows = (orjson.dumps({"id": f"case-{i:06d}", "prompt": f"What is {i} plus {i}?", "expected": str(2 * i),
+                          "metadata": {"i": i}}) for i in range(cases))  # fmt: skip
+    (directory / "cases.jsonl").write_bytes(b"\n".join(rows) + b"\n")
+    answer = {"answer": "The answer is {expected}."}
+    doc = {
+        "name": "per-case", "trials": 1, "concurrency": 8, "deadlineSeconds": 60, "seed": 3,
+        "datasets": [{"path": "cases.jsonl"}],
+        "variants": [mock_variant("base", baseline=True, successRate=0.8, seed=1, **answer),
+                     mock_variant("cand", successRate=0.9, seed=2, **answer)],
+        "assertions": [{"type": "final-answer"}, {"type": "regex", "pattern": "answer is [0-9]+"}],
+    }
+    return write_eval(directory, doc)
+
+
+def _peak(work: Path, cases: int) -> int:
+    eval_path = _eval(work / f"eval-{cases}", cases)
+    tracemalloc.start()
+    try:
+        outcome = run_eval(eval_path, runs_dir=work / f"runs-{cases}")
+        assert outcome.summary["totals"]["cases"] == cases
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_peak_memory_per_case_stays_small(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fileio, "IO_BLOCK", 32 * 1024)  # small blocks let small runs show big ones
+    _peak(tmp_path, 10)  # modules imported on first use allocate too: load them all first
+    small, big = _peak(tmp_path, 300), _peak(tmp_path, 1500)
+    per_case = (big - small) / 1200
+    assert per_case < PER_CASE_LIMIT, f"mst run: {per_case:.0f} bytes per case (one trial of two variants)"
