@@ -19,7 +19,7 @@ import sys
 import tempfile
 from array import array
 from collections.abc import Callable, Hashable, Iterator, MutableMapping, Sequence
-from typing import IO, Any, Generic, NamedTuple, Protocol, TypeVar, overload
+from typing import IO, Any, Generic, Protocol, TypeVar, overload
 
 import orjson
 
@@ -83,14 +83,15 @@ def _block_of(trial: int) -> tuple[int, int, int]:
     return (1, 1, _TRIALS_PER_BLOCK - 1) if high == 1 else (high, (high - 1) * _TRIALS_PER_BLOCK, _TRIALS_PER_BLOCK)
 
 
-class _Block(NamedTuple):
-    """Slots ``start .. start + size`` hold trials ``first .. first + size`` of one variant and case."""
+def _first_trial(high: int) -> int:
+    return 0 if high == 0 else 1 if high == 1 else (high - 1) * _TRIALS_PER_BLOCK
 
-    variant: str
-    case: str
-    first: int
-    start: int
-    size: int
+
+class _BlockKey(tuple[str, str, int]):
+    """``(variant, case, block number)``: a type of its own, so a slot's owner tells a block from
+    a single key that happens to be a tuple."""
+
+    __slots__ = ()
 
 
 class KeyIndex(Generic[K]):
@@ -99,15 +100,17 @@ class KeyIndex(Generic[K]):
 
     A trial key ``(variant, case, trial)`` takes a slot in a block of consecutive slots for its
     variant and case (see :func:`_block_of`): the index costs memory per variant and case, not
-    per attempt. Any other key (a comparison's ``(candidate, case)``) takes a slot of its own.
+    per attempt. A block is its key ``(variant, case, block number)`` (also what each of its
+    slots points to) and its first slot. Any other key (a comparison's ``(candidate, case)``)
+    takes a slot of its own.
     """
 
     __slots__ = ("_blocks", "_owners", "_singles")
 
     def __init__(self) -> None:
-        self._blocks: dict[tuple[str, str, int], _Block] = {}
+        self._blocks: dict[tuple[str, str, int], int] = {}  # block (a _BlockKey) -> its first slot
         self._singles: dict[K, int] = {}
-        self._owners: list[_Block | Any] = []  # slot -> its block, or its (single) key
+        self._owners: list[_BlockKey | Any] = []  # slot -> its block's key, or its (single) key
 
     @staticmethod
     def _block_key(key: object) -> tuple[str, str, int] | None:
@@ -127,25 +130,27 @@ class KeyIndex(Generic[K]):
             return slot
         variant, case, trial = trial_key
         high, first, size = _block_of(trial)
-        block = self._blocks.get((variant, case, high))
-        if block is None:
-            block = _Block(sys.intern(variant), sys.intern(case), first, len(self._owners), size)
-            self._blocks[(block.variant, block.case, high)] = block
+        start = self._blocks.get((variant, case, high))
+        if start is None:
+            block = _BlockKey((sys.intern(variant), sys.intern(case), high))
+            start = self._blocks[block] = len(self._owners)
             self._owners.extend([block] * size)
-        return block.start + trial - block.first
+        return start + trial - first
 
     def find(self, key: object) -> int | None:
         trial_key = self._block_key(key)
         if trial_key is None:
             return self._singles.get(key)  # type: ignore[arg-type]
         variant, case, trial = trial_key
-        block = self._blocks.get((variant, case, _block_of(trial)[0]))
-        return None if block is None else block.start + trial - block.first
+        high, first, _ = _block_of(trial)
+        start = self._blocks.get((variant, case, high))
+        return None if start is None else start + trial - first
 
     def key(self, slot: int) -> K:
         owner = self._owners[slot]
-        if type(owner) is _Block:
-            return (owner.variant, owner.case, owner.first + slot - owner.start)  # type: ignore[return-value]
+        if type(owner) is _BlockKey:
+            variant, case, high = owner
+            return (variant, case, _first_trial(high) + slot - self._blocks[owner])  # type: ignore[return-value]
         return owner  # type: ignore[no-any-return,return-value]
 
     def __len__(self) -> int:
@@ -157,9 +162,8 @@ class KeyIndex(Generic[K]):
         (existing) keys, then the other keys sorted. No key object is made per slot, so writing
         a 100,000-attempt run in key order does not build 100,000 keys to sort."""
         blocks = self._blocks
-        for block_key in sorted(blocks):
-            block = blocks[block_key]
-            yield from range(block.start, block.start + block.size)
+        for block in sorted(blocks):
+            yield from range(blocks[block], blocks[block] + _block_of(_first_trial(block[2]))[2])
         for key in sorted(self._singles):  # type: ignore[type-var]
             yield self._singles[key]
 
