@@ -12,9 +12,8 @@ from __future__ import annotations
 import tracemalloc
 from pathlib import Path
 
-import orjson
 import pytest
-from tests.helpers import mock_variant, write_eval
+from tests.runs.test_memory_flat import _eval
 
 from mst import fileio
 from mst.api import run_eval
@@ -27,24 +26,8 @@ pytestmark = pytest.mark.slow
 PER_CASE_LIMIT = 3600
 
 
-def _eval(directory: Path, cases: int) -> Path:
-    directory.mkdir()
-    rows = (orjson.dumps({"id": f"case-{i:06d}", "prompt": f"What is {i} plus {i}?", "expected": str(2 * i),
-                          "metadata": {"i": i}}) for i in range(cases))  # fmt: skip
-    (directory / "cases.jsonl").write_bytes(b"\n".join(rows) + b"\n")
-    answer = {"answer": "The answer is {expected}."}
-    doc = {
-        "name": "per-case", "trials": 1, "concurrency": 8, "deadlineSeconds": 60, "seed": 3,
-        "datasets": [{"path": "cases.jsonl"}],
-        "variants": [mock_variant("base", baseline=True, successRate=0.8, seed=1, **answer),
-                     mock_variant("cand", successRate=0.9, seed=2, **answer)],
-        "assertions": [{"type": "final-answer"}, {"type": "regex", "pattern": "answer is [0-9]+"}],
-    }
-    return write_eval(directory, doc)
-
-
 def _peak(work: Path, cases: int) -> int:
-    eval_path = _eval(work / f"eval-{cases}", cases)
+    eval_path = _eval(work / f"eval-{cases}", 2 * cases, trials=1)
     tracemalloc.start()
     try:
         outcome = run_eval(eval_path, runs_dir=work / f"runs-{cases}")

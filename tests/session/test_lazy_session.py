@@ -10,7 +10,8 @@ from typing import Any
 import orjson
 import pytest
 from click.testing import CliRunner
-from tests.graders.gsession import call, ev, request, result, rpc, start
+from tests.graders.gsession import ev
+from tests.session.test_fuzz_sessions import _session
 
 from mst.cli.graders import graders
 from mst.graders import parse_graders_config, run_graders
@@ -18,19 +19,8 @@ from mst.session.io import TranscriptError, parse_transcript, read_transcript_la
 from mst.session.lazy import LazySession, lazy_jsonl
 from mst.session.lookups import create_session_lookups
 
-SESSION = [
-    ev("session.format", {"version": 1}),
-    ev("user.message", {"content": "find the hammer", "blocks": [{"type": "text", "text": "x"}]}, ts=1000),
-    request(120, 30, ts=1100),
-    *call("c1", "store__search", {"query": "hammer", "limit": 5}, server="store", ts=1200),
-    *call("c2", "store__get_item", {"sku": "HAM-001"}, success=False, ts=1300),
-    start("c3", "bash", {"command": "ls -la"}),
-    *rpc(7, "store", "get_item", {"sku": "HAM-001"}),
-    ev("mcp.event", {"event": "retry", "message": "retrying"}),
-    ev("assistant.message", {"content": "It costs 18.99."}, agent="sub-1"),
-    request(200, 40, phase="judge"),
-    result(2500, "The hammer costs 18.99."),
-]
+# The fuzz suite's session, and a message whose content nests objects with a "type" of their own.
+SESSION = [*_session(), ev("user.message", {"content": "x", "blocks": [{"type": "text", "text": "x"}]})]
 
 
 def _jsonl(events: list[dict[str, Any]]) -> bytes:
