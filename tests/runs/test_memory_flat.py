@@ -24,15 +24,15 @@ pytestmark = pytest.mark.slow
 PER_ATTEMPT_LIMIT = 600  # bytes of peak memory per extra attempt
 
 
-def _eval(directory: Path, attempts: int) -> Path:
+def _eval(directory: Path, attempts: int, trials: int = 5) -> Path:
     directory.mkdir()
-    cases = attempts // 10  # 2 variants × 5 trials
+    cases = attempts // (2 * trials)  # 2 variants × ``trials`` trials
     rows = (orjson.dumps({"id": f"case-{i:05d}", "prompt": f"What is {i} plus {i}?", "expected": str(2 * i)})
             for i in range(cases))
     (directory / "cases.jsonl").write_bytes(b"\n".join(rows) + b"\n")
     answer = {"answer": "The answer is {expected}."}
     doc = {
-        "name": "flat", "trials": 5, "concurrency": 8, "deadlineSeconds": 60, "seed": 3,
+        "name": "flat", "trials": trials, "concurrency": 8, "deadlineSeconds": 60, "seed": 3,
         "datasets": [{"path": "cases.jsonl"}],
         "variants": [mock_variant("base", baseline=True, successRate=0.8, seed=1, **answer),
                      mock_variant("cand", successRate=0.9, seed=2, **answer)],

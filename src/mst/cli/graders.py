@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from mst._gc import paused_gc
 from mst.cli.handling import handle_errors
 from mst.cli.options import confidence_option
 from mst.config.yamlfile import parse_yaml
@@ -34,7 +35,7 @@ from mst.graders import (
     parse_metric_ref,
     replay,
 )
-from mst.session.io import TranscriptError, read_transcript
+from mst.session.io import TranscriptError, read_transcript_lazily
 
 
 def _load_document(path: Path, what: str) -> Any:
@@ -82,8 +83,15 @@ def graders() -> None:
 @handle_errors
 def graders_run(session: Path, config_path: Path | None, expected_path: Path | None, as_json: bool) -> None:
     """Run the enabled graders on SESSION (unified-session JSONL or a JSON array of events)."""
+    # The cycle collector stays paused for the whole replay (see mst._gc), and the session and
+    # its lookups are freed before it resumes, so no collection ever sweeps a million events.
+    with paused_gc(sys.maxsize):
+        _graders_run(session, config_path, expected_path, as_json)
+
+
+def _graders_run(session: Path, config_path: Path | None, expected_path: Path | None, as_json: bool) -> None:
     try:
-        events = read_transcript(session)
+        events = read_transcript_lazily(session)  # a million events: decoded only where read
     except TranscriptError as exc:
         raise UserError(str(exc)) from None
     except (IsADirectoryError, PermissionError) as exc:
@@ -95,6 +103,8 @@ def graders_run(session: Path, config_path: Path | None, expected_path: Path | N
         run = replay(events, doc, base_dir=base_dir, expected=expected)
     except GradersConfigError as exc:
         raise UserError(f"invalid graders config: {exc}") from None
+    except TranscriptError as exc:  # an event read by the lookups or a grader is not one
+        raise UserError(str(exc)) from None
     if as_json:
         _dump({"manifest": run.manifest, "results": run.results})
         return

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, cast
+from typing import Any, Final, Literal, cast
 
 import orjson
 
@@ -67,6 +67,34 @@ def _copy(data: Mapping[str, Any]) -> dict[str, Any]:
     return copied
 
 
+# run.json's parts with an entry per case (the cases, and each case's judges in ``grading``): a
+# run of 100,000 cases keeps them as their JSON bytes, a tenth of what the decoded lists and
+# dicts cost, and decodes them when they are read (rarely: resume checks and regrades).
+_PACKED: Final = frozenset({"cases", "grading"})
+
+
+def _pack(data: dict[str, Any]) -> dict[str, Any]:
+    for key in _PACKED & data.keys():
+        data[key] = _Packed(orjson.dumps(data[key]))
+    return data
+
+
+class _Packed:
+    """A JSON value kept as its bytes (see ``_PACKED``)."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+
+    def value(self) -> Any:
+        return orjson.loads(self.raw)
+
+
+def _unpacked(value: Any) -> Any:
+    return value.value() if isinstance(value, _Packed) else value
+
+
 class RunMeta:
     """run.json without its attempts. Read by the properties; changed only by making a new one."""
 
@@ -74,7 +102,7 @@ class RunMeta:
     _data: dict[str, Any]
 
     def __init__(self, data: Mapping[str, Any]) -> None:
-        object.__setattr__(self, "_data", _copy(data))
+        object.__setattr__(self, "_data", _pack(_copy(data)))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"RunMeta is immutable; make a new one (with_phases, with_grading, ...), not {name}")
@@ -87,18 +115,18 @@ class RunMeta:
 
     def to_json(self) -> dict[str, Any]:
         """A copy of the head, in the order it was read (new fields after the old)."""
-        return _copy(self._data)
+        return {k: v.value() if isinstance(v, _Packed) else _copy({k: v})[k] for k, v in self._data.items()}
 
     def _with(self, **fields: Any) -> RunMeta:
         # Shallow: the values kept are never handed out uncopied, so they are never changed.
         data = dict(self._data)
-        data.update(_copy(fields))
+        data.update(_pack(_copy(fields)))
         made = RunMeta.__new__(RunMeta)
         object.__setattr__(made, "_data", data)
         return made
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, RunMeta) and other._data == self._data
+        return isinstance(other, RunMeta) and other.to_json() == self.to_json()
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -124,11 +152,11 @@ class RunMeta:
 
     @property
     def case_ids(self) -> set[str]:
-        return {str(c["id"]) for c in self._data["cases"]}
+        return {str(c["id"]) for c in _unpacked(self._data["cases"])}
 
     @property
     def cases(self) -> tuple[Mapping[str, Any], ...]:
-        return tuple(MappingProxyType(dict(c)) for c in self._data["cases"])
+        return tuple(MappingProxyType(dict(c)) for c in _unpacked(self._data["cases"]))
 
     @property
     def variants(self) -> tuple[Mapping[str, Any], ...]:
@@ -149,7 +177,7 @@ class RunMeta:
 
     @property
     def grading(self) -> GradingMeta | None:
-        value = self._data.get("grading")
+        value = _unpacked(self._data.get("grading"))
         return GradingMeta.from_json(value) if value else None
 
     # -- a changed copy ------------------------------------------------------------------------
@@ -166,7 +194,7 @@ class RunMeta:
         return self._with(grading=grading.to_json())
 
     def with_grading_runner(self, runner: Mapping[str, Any]) -> RunMeta:
-        grading = dict(self._data.get("grading") or {})
+        grading = dict(_unpacked(self._data.get("grading")) or {})
         grading["runner"] = dict(runner)
         return self._with(grading=grading)
 

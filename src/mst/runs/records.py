@@ -19,7 +19,7 @@ import sys
 import tempfile
 from array import array
 from collections.abc import Callable, Hashable, Iterator, MutableMapping, Sequence
-from typing import IO, Any, Generic, NamedTuple, Protocol, TypeVar, overload
+from typing import IO, Any, Generic, Protocol, TypeVar, overload
 
 import orjson
 
@@ -73,66 +73,84 @@ _SHARED_SUMMARIES = 4096  # distinct summary values shared between records (endi
 _TRIALS_PER_BLOCK = 8
 
 
-class _Block(NamedTuple):
-    """Slots ``start .. start + 8`` hold trials ``first .. first + 8`` of one variant and case."""
+def _block_of(trial: int) -> tuple[int, int, int]:
+    """(block number, first trial, slots) of the block that holds ``trial``: trial 0 alone,
+    trials 1-7, then eight trials a block. A run of one trial per case (100,000 cases, say) takes
+    one slot per variant and case, not eight; a run of many trials still takes a block per eight."""
+    if trial == 0:
+        return 0, 0, 1
+    high = trial // _TRIALS_PER_BLOCK + 1
+    return (1, 1, _TRIALS_PER_BLOCK - 1) if high == 1 else (high, (high - 1) * _TRIALS_PER_BLOCK, _TRIALS_PER_BLOCK)
 
-    variant: str
-    case: str
-    first: int
-    start: int
+
+def _first_trial(high: int) -> int:
+    return 0 if high == 0 else 1 if high == 1 else (high - 1) * _TRIALS_PER_BLOCK
+
+
+class _BlockKey(tuple[str, str, int]):
+    """``(variant, case, block number)``: a type of its own, so a slot's owner tells a block from
+    a single key that happens to be a tuple."""
+
+    __slots__ = ()
 
 
 class KeyIndex(Generic[K]):
     """Keys numbered in the order first seen, for stores that share them: a run's attempts and
     their gradings keep each key once.
 
-    A trial key ``(variant, case, trial)`` takes a slot in a block of eight consecutive slots
-    for its variant and case: the index costs memory per variant and case, not per attempt.
-    Any other key (a comparison's ``(candidate, case)``) takes a slot of its own.
+    A trial key ``(variant, case, trial)`` takes a slot in a block of consecutive slots for its
+    variant and case (see :func:`_block_of`): the index costs memory per variant and case, not
+    per attempt. A block is its key ``(variant, case, block number)`` (also what each of its
+    slots points to) and its first slot. Any other key (a comparison's ``(candidate, case)``)
+    takes a slot of its own.
     """
 
     __slots__ = ("_blocks", "_owners", "_singles")
 
     def __init__(self) -> None:
-        self._blocks: dict[tuple[str, str, int], _Block] = {}
+        self._blocks: dict[tuple[str, str, int], int] = {}  # block (a _BlockKey) -> its first slot
         self._singles: dict[K, int] = {}
-        self._owners: list[_Block | Any] = []  # slot -> its block, or its (single) key
+        self._owners: list[_BlockKey | Any] = []  # slot -> its block's key, or its (single) key
 
     @staticmethod
     def _block_key(key: object) -> tuple[str, str, int] | None:
         if type(key) is tuple and len(key) == 3:
             variant, case, trial = key
             if type(variant) is str and type(case) is str and type(trial) is int and trial >= 0:
-                return variant, case, trial // _TRIALS_PER_BLOCK
+                return variant, case, trial
         return None
 
     def slot(self, key: K) -> int:
-        block_key = self._block_key(key)
-        if block_key is None:
+        trial_key = self._block_key(key)
+        if trial_key is None:
             slot = self._singles.get(key)
             if slot is None:
                 slot = self._singles[key] = len(self._owners)
                 self._owners.append(key)
             return slot
-        block = self._blocks.get(block_key)
-        if block is None:
-            variant, case, high = block_key
-            block = _Block(sys.intern(variant), sys.intern(case), high * _TRIALS_PER_BLOCK, len(self._owners))
-            self._blocks[(block.variant, block.case, high)] = block
-            self._owners.extend([block] * _TRIALS_PER_BLOCK)
-        return block.start + key[2] % _TRIALS_PER_BLOCK  # type: ignore[index,no-any-return]
+        variant, case, trial = trial_key
+        high, first, size = _block_of(trial)
+        start = self._blocks.get((variant, case, high))
+        if start is None:
+            block = _BlockKey((sys.intern(variant), sys.intern(case), high))
+            start = self._blocks[block] = len(self._owners)
+            self._owners.extend([block] * size)
+        return start + trial - first
 
     def find(self, key: object) -> int | None:
-        block_key = self._block_key(key)
-        if block_key is None:
+        trial_key = self._block_key(key)
+        if trial_key is None:
             return self._singles.get(key)  # type: ignore[arg-type]
-        block = self._blocks.get(block_key)
-        return None if block is None else block.start + key[2] % _TRIALS_PER_BLOCK  # type: ignore[index]
+        variant, case, trial = trial_key
+        high, first, _ = _block_of(trial)
+        start = self._blocks.get((variant, case, high))
+        return None if start is None else start + trial - first
 
     def key(self, slot: int) -> K:
         owner = self._owners[slot]
-        if type(owner) is _Block:
-            return (owner.variant, owner.case, owner.first + slot - owner.start)  # type: ignore[return-value]
+        if type(owner) is _BlockKey:
+            variant, case, high = owner
+            return (variant, case, _first_trial(high) + slot - self._blocks[owner])  # type: ignore[return-value]
         return owner  # type: ignore[no-any-return,return-value]
 
     def __len__(self) -> int:
@@ -143,9 +161,9 @@ class KeyIndex(Generic[K]):
         """Every slot given out, in the order of its key: trial blocks sorted by their own
         (existing) keys, then the other keys sorted. No key object is made per slot, so writing
         a 100,000-attempt run in key order does not build 100,000 keys to sort."""
-        for variant, case, high in sorted(self._blocks):
-            yield from range(self._blocks[(variant, case, high)].start,
-                             self._blocks[(variant, case, high)].start + _TRIALS_PER_BLOCK)
+        blocks = self._blocks
+        for block in sorted(blocks):
+            yield from range(blocks[block], blocks[block] + _block_of(_first_trial(block[2]))[2])
         for key in sorted(self._singles):  # type: ignore[type-var]
             yield self._singles[key]
 

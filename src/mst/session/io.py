@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import orjson
 
 from mst.fileio import read_bytes, write_trial_file
 from mst.session.events import Event, is_event
+from mst.session.lazy import lazy_jsonl
 
 
 class TranscriptError(ValueError):
@@ -83,8 +84,23 @@ def read_transcript(path: Path | str) -> list[Event]:
 def load_transcript(path: Path | str) -> tuple[list[Event], bytes | None]:
     """The events, and the file's bytes when they are plain JSONL (one event per line, ending
     in a newline): a copy of the session can then reuse the bytes instead of encoding again."""
+    raw = _read_raw(path)
+    events = parse_transcript(raw, os.fspath(path))
+    plain = raw.endswith(b"\n") and raw.count(b"\n") == len(events) and not raw.startswith(b"[")
+    return events, raw if plain else None
+
+
+def read_transcript_lazily(path: Path | str) -> Sequence[Event]:
+    """A transcript to replay: JSONL as a :class:`~mst.session.lazy.LazySession` (events decoded
+    when read, see there for what is checked when), any other form as :func:`read_transcript`."""
+    raw = _read_raw(path)
+    source = os.fspath(path)
+    return lazy_jsonl(raw, source) or parse_transcript(raw, source)
+
+
+def _read_raw(path: Path | str) -> bytes:
     try:
-        raw = read_bytes(path)
+        return read_bytes(path)
     except FileNotFoundError:
         raise TranscriptError(f"{path}: transcript file is missing (evidence lost: `mst run --resume RUN` "
                               "collects this attempt again)") from None
@@ -94,9 +110,6 @@ def load_transcript(path: Path | str) -> tuple[list[Event], bytes | None]:
         if exc.errno not in _BAD_PATH:
             raise  # a fault of the disk, not of the path: the caller reports it
         raise TranscriptError(f"{path}: cannot read the transcript: {exc.strerror}") from None
-    events = parse_transcript(raw, os.fspath(path))
-    plain = raw.endswith(b"\n") and raw.count(b"\n") == len(events) and not raw.startswith(b"[")
-    return events, raw if plain else None
 
 
 _BAD_PATH = frozenset({errno.ELOOP, errno.ENAMETOOLONG})  # a symlink loop, a name too long

@@ -43,8 +43,10 @@ class CustomOutcome:
 
 
 def _payload(session: Sequence[Mapping[str, Any]], lookups: SessionLookups) -> bytes:
-    """The session and the lookups, serialised once for every JavaScript grader of the trial."""
-    return orjson.dumps({"session": session, "lookups": lookups_data(lookups)})
+    """The session and the lookups, serialised once for every JavaScript grader of the trial (a
+    lazily read session, :class:`mst.session.lazy.LazySession`, is decoded whole for it)."""
+    events = session if isinstance(session, list) else list(session)
+    return orjson.dumps({"session": events, "lookups": lookups_data(lookups)})
 
 
 def _run_javascript(specs: Sequence[GraderSpec], session: Sequence[Mapping[str, Any]], lookups: SessionLookups,

@@ -8,6 +8,7 @@ from typing import Any
 
 from mst._gc import paused_gc
 from mst.session.events import MODEL_REQUEST, PHASE_AGENT, SESSION_RESULT, TOOL_COMPLETE, TOOL_START
+from mst.session.lazy import LazySession
 from mst.session.lookups.fields import event_data, is_main_agent
 from mst.session.lookups.gateway import _deduplicate, _Gateway
 from mst.session.lookups.records import (
@@ -26,12 +27,22 @@ from mst.session.lookups.usage import _Usage
 def create_session_lookups(session: Sequence[Any]) -> SessionLookups:
     """Build the shared lookups in one linear pass (plus a timestamp pass only when no explicit
     duration was recorded), with the garbage collector paused (see :func:`mst._gc.paused_gc`). Items
-    that are not objects, or whose type is not a string, are skipped, never indexed."""
+    that are not objects, or whose type is not a string, are skipped, never indexed.
+
+    A :class:`~mst.session.lazy.LazySession` gives each event's type without decoding it, and
+    only the events the pass interprets are decoded (a third of a typical session)."""
     with paused_gc(len(session)):
-        return _build(session)
+        if isinstance(session, LazySession):
+            return _build(session, session.types, session.event)
+        return _build(session, _types(session), session.__getitem__)
 
 
-def _build(session: Sequence[Any]) -> SessionLookups:
+def _types(session: Sequence[Any]) -> list[Any]:
+    """Each item's ``type`` (None for an item that is not an object)."""
+    return [e.get("type") if e.__class__ is dict or isinstance(e, dict) else None for e in session]
+
+
+def _build(session: Sequence[Any], types: Sequence[Any], event_at: Callable[[int], Any]) -> SessionLookups:
     """The pass itself; the loop body is kept flat on purpose, it runs once per event."""
     index: dict[str, list[int]] = {}
     slots: list[_Slot] = []
@@ -50,11 +61,8 @@ def _build(session: Sequence[Any]) -> SessionLookups:
         SESSION_RESULT: usage.session_result,
         EXECUTION_RESULT: usage.execution_result,
     }
-    for pos, event in enumerate(session):
-        if event.__class__ is not dict and not isinstance(event, dict):  # exact check first: hot
-            continue
-        etype = event.get("type")
-        if etype.__class__ is not str and not isinstance(etype, str):
+    for pos, etype in enumerate(types):
+        if etype.__class__ is not str and not isinstance(etype, str):  # exact check first: hot
             continue
         bucket = index.get(etype)
         if bucket is None:
@@ -64,6 +72,7 @@ def _build(session: Sequence[Any]) -> SessionLookups:
         handler = handlers.get(etype)
         if handler is None:
             continue
+        event = event_at(pos)
         prov = event.get("provenance")
         phase = prov.get("phase") if isinstance(prov, dict) else None
         if phase is not None and phase != "" and phase != PHASE_AGENT:
