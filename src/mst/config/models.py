@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mst.config.judge_limits import JudgeLimit
+
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 SECRET_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
@@ -249,6 +251,8 @@ class EvalConfig(Strict):
     assertions: list[Assertion] = Field(default_factory=list, description="Applied to every case.")
     judges: list[JudgeConfig] = Field(default_factory=list, description="Applied to every case.")
     pairwise: PairwiseConfig | None = None
+    judgeLimits: dict[Annotated[str, Field(pattern=ID_PATTERN)], JudgeLimit] = Field(
+        default_factory=dict, description="Per provider: judge calls in flight and per minute, across all shards.")
     graders: dict[str, Any] | None = Field(None, description="Deterministic graders (docs/graders.md, Configuration).")
     redact: list[str] = Field(default_factory=list, description="Extra regexes redacted from transcripts.")
     metrics: list[str] = Field(

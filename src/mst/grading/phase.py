@@ -25,6 +25,7 @@ from mst.fileio import atomic_write_bytes, json_file_bytes, write_trial_file
 from mst.grading.context import GradingContext
 from mst.grading.grade import compare_pairwise, grade_trial
 from mst.grading.judges import TrialView
+from mst.grading.preflight import needed_env
 from mst.grading.sources import GradingSource, LiveSource
 from mst.runs.files import Journal
 from mst.runs.grading_records import CaseComparison, GraderOutput, TrialGrading, VerdictRecord
@@ -163,7 +164,7 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
     so all three run this same code. ``on_record`` sees each journaled record, as a grade worker
     ships them. ``context`` carries the run's redactor: records and grader files are redacted.
     """
-    source = source if source is not None else LiveSource(resolved.base_dir)
+    source = source if source is not None else LiveSource(resolved.base_dir, context.access)
     progress.start("grade", len(plan.trials) + len(plan.pairs))
     cases = {c.id: c for c in resolved.cases}  # resolved.case() scans: quadratic over a big run
 
@@ -182,7 +183,7 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
              for pair in plan.pairs)
     cfg = resolved.config
     workers = (cfg.gradingConcurrency or cfg.concurrency) if _calls_judges(resolved) else 1
-    judge_env = only(secrets, judge_secret_names(resolved))  # judges get only what they name
+    judge_env = only(secrets, [*judge_secret_names(resolved), *needed_env(resolved)])  # only what they name
     with in_environment(judge_env), Journal(run.paths.grading_journal) as journal:
         for key, (record, data) in _in_order(trials, workers):
             run.trial_grades.put(key, record, journal.append(data))

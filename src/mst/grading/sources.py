@@ -12,6 +12,7 @@ A source never raises for a grader's failure; it returns the failure as an outco
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mst.config.models import Assertion
 from mst.config.resolved import ResolvedJudge
 from mst.grading.assertions import evaluate
+from mst.grading.judge_access import JudgeAccess, using
 from mst.grading.judges import CaseView, Preference, TrialView, Verdict, prepared_call, to_preference, to_verdict
 
 if TYPE_CHECKING:
@@ -96,11 +98,14 @@ class LiveSource:
 
     ``base_dir`` is where ``module:function`` judges are imported from when this process did
     not resolve them (a shard worker). A judge may be sync or async: an async one runs to
-    completion here (in a helper thread when the caller is inside an event loop).
+    completion here (in a helper thread when the caller is inside an event loop). ``access`` is
+    the grading's provider access, which a code judge reaches with
+    :func:`mst.grading.judge_access.current` while it is called.
     """
 
-    def __init__(self, base_dir: Path | None = None) -> None:
+    def __init__(self, base_dir: Path | None = None, access: JudgeAccess | None = None) -> None:
         self.base_dir = base_dir
+        self.access = access if access is not None else JudgeAccess()
         self._threads: ThreadPoolExecutor | None = None
 
     def assertion(self, name: str, identity: str, assertion: Assertion, trial: TrialView) -> AssertionOutcome:
@@ -138,8 +143,9 @@ class LiveSource:
         return GradersOutcome(tuple(run.results))
 
     def _call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-        value = fn(*args)
-        return self._run_blocking(value) if inspect.isawaitable(value) else value
+        with using(self.access):
+            value = fn(*args)
+            return self._run_blocking(value) if inspect.isawaitable(value) else value
 
     def _run_blocking(self, awaitable: Awaitable[Any]) -> Any:
         """Run an async judge from sync code, also when the caller is inside an event loop."""
@@ -152,7 +158,8 @@ class LiveSource:
             return asyncio.run(wrap())
         if self._threads is None:
             self._threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mst-judge")
-        return self._threads.submit(asyncio.run, wrap()).result()
+        context = contextvars.copy_context()  # the helper thread sees this grading's access too
+        return self._threads.submit(context.run, asyncio.run, wrap()).result()
 
 
 __all__ = [
