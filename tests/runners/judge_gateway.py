@@ -154,7 +154,7 @@ def needy_eval(tmp: Path, *, env: tuple[str, ...] = (), binaries: tuple[str, ...
     """An eval whose one judge declares what it needs (``needs`` on the callable)."""
     needs = {"env": list(env), "binaries": list(binaries), "imports": list(imports)}
     (tmp / "judges.py").write_text(f"NEEDS = {needs!r}\n" + JUDGES)
-    doc = basic_eval(trials=1, cases=[{"id": f"c{i}", "prompt": f"say {i}"} for i in range(3)],
+    doc = basic_eval(trials=1, cases=[{"id": f"c{i}", "prompt": f"say {i}", "expected": str(i)} for i in range(3)],
                      variants=[mock_variant("base")], judges=[{"id": "needy", "code": "judges:needy"}])
     return write_eval(tmp, doc)
 

@@ -6,6 +6,7 @@ judge access, and the provider counts what arrives (tests/runners/judge_gateway.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -57,7 +58,7 @@ def test_requests_per_minute_spaces_starts_across_shards(tmp_path: Path) -> None
         assert proc.returncode == 0, proc.stdout + proc.stderr
         starts = sorted(gateway.starts)
         assert len(starts) == 6
-        gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(starts)]
         assert min(gaps) >= 0.4, gaps  # 120 a minute: one start every 0.5 s, whichever shard asks
 
 

@@ -307,13 +307,12 @@ def _grade_access(wire: Wire, tokens: Tokens) -> JudgeAccess:
     return JudgeAccess(leases, dict(tokens.secrets), token)
 
 
-def _preflight(resolved: ResolvedEval, access: JudgeAccess, bundle: Bundle) -> None:
+def _preflight(resolved: ResolvedEval, access: JudgeAccess) -> None:
     """Every judge can run here, before any is called: else the shard fails, naming what is missing."""
     secrets = access.secrets
     keys = Keys(lambda name: name in secrets or (name == AUTH_TOKEN and access.token is not None),
                 "the secrets file")
-    require(check(judges_of(resolved), keys, resolved.base_dir),
-            f"grade shard {bundle.shard + 1}")
+    require(check(judges_of(resolved), keys, resolved.base_dir), "")  # the coordinator names the shard
 
 
 def _grade(wire: Wire, bundle: Bundle, bundle_dir: Path, results: Path, tokens: Tokens, inline: bool) -> Done:
@@ -321,7 +320,7 @@ def _grade(wire: Wire, bundle: Bundle, bundle_dir: Path, results: Path, tokens: 
     secrets = dict(tokens.secrets)
     resolved = resolved_from(bundle, bundle_dir)
     access = _grade_access(wire, tokens)
-    _preflight(resolved, access, bundle)
+    _preflight(resolved, access)
     root = results / RUN_DIR
     shutil.copytree(bundle_dir / RUN_DIR, root, copy_function=_link, dirs_exist_ok=True)
     run = open_run(root)
