@@ -25,7 +25,7 @@ from mst.config.secrets import check_named, judge_secret_names, load_secrets, on
 from mst.errors import EXIT_INCOMPLETE, EXIT_OK
 from mst.grading.context import GradingContext
 from mst.grading.judge_access import AUTH_TOKEN, JudgeAccess, LocalLeases
-from mst.grading.judge_auth import COMMAND_ENV, CommandToken, command_token
+from mst.grading.judge_auth import CommandToken, command_token
 from mst.grading.phase import grade_run, plan_grading
 from mst.grading.preflight import Keys, check, judges_of, needed_env, require
 from mst.runs.attempts import AttemptRecord
@@ -200,8 +200,12 @@ def _preflight(resolved: ResolvedEval, secrets: dict[str, str], *, sharded: bool
     """The judge preflight (docs/grading.md): stop before anything runs when a judge cannot.
 
     Sharded, only the keys are checked here, against the secrets file (what a worker is given);
-    each worker checks programs and modules on its own machine before it grades."""
-    token = COMMAND_ENV in os.environ
+    each worker checks programs and modules on its own machine before it grades. The auth
+    command, when one is set, is run once: a broken one stops here, not at the first judge."""
+    command = command_token()
+    if command is not None:
+        command.fresh()
+    token = command is not None
     if sharded:
         keys = Keys(lambda name: name in secrets or (name == AUTH_TOKEN and token), "the secrets file")
     else:
