@@ -14,7 +14,7 @@ import pytest
 
 from mst.config.errors import UserError
 from mst.config.judge_limits import JudgeLimit
-from mst.grading.judge_access import AUTH_TOKEN, JudgeAccess, LocalLeases, current, using
+from mst.grading.judge_access import AUTH_TOKEN, JudgeAccess, Lease, LeaseBroker, LocalLeases, current, using
 from mst.grading.judge_auth import AuthCommandError, CommandToken, PushedToken, Token, command_token, parse_output
 from mst.grading.sources import LiveSource
 from mst.runners.protocol import (
@@ -237,3 +237,30 @@ def test_the_new_wire_messages_round_trip() -> None:
     assert '"expiresAt":10.0' in encode(tokens)
     for back in (tokens, LeaseGranted(id=3)):
         assert parse_coordinator(encode(back)) == back
+
+
+def test_a_grant_given_straight_back_frees_its_slot() -> None:
+    broker = LeaseBroker({"p": JudgeLimit(concurrency=1)})
+    given: list[Lease] = []
+
+    def give_back(lease: Lease) -> bool:  # what a waiter that gave up mid-grant does, in the granting thread
+        broker.release("w", lease.id)
+        return True
+
+    broker.request("w", Lease(1, "p"), give_back)
+    broker.pump()
+    broker.request("w", Lease(2, "p"), lambda lease: given.append(lease) is None)
+    broker.pump()
+    assert given == [Lease(2, "p")]
+
+
+def test_a_dropped_owner_frees_its_slots_and_requests() -> None:
+    broker = LeaseBroker({"p": JudgeLimit(concurrency=1)})
+    given: list[tuple[str, int]] = []
+    broker.request("a", Lease(1, "p"), lambda lease: given.append(("a", lease.id)) is None)
+    broker.request("a", Lease(2, "p"), lambda lease: given.append(("a", lease.id)) is None)
+    broker.request("b", Lease(1, "p"), lambda lease: given.append(("b", lease.id)) is None)
+    broker.pump()
+    broker.drop("a")  # a shard that ended: its slot is free, its waiting request gone
+    broker.pump()
+    assert given == [("a", 1), ("b", 1)]

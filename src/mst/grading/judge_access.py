@@ -77,10 +77,10 @@ class _Request:
 class LeaseBroker:
     """Grants provider slots in request order as the caps allow; the one place they are counted.
 
-    Thread-safe. ``grant`` callbacks run while the broker's lock is held, so they must only hand
-    the lease on (complete a future, send a line). Callers call :meth:`pump` after anything that
-    may free a slot, and again when :meth:`pump`'s returned delay has passed (a rate cap or a
-    hold ends by time, not by a release).
+    Thread-safe. ``grant`` callbacks run while the broker's (reentrant) lock is held, so they
+    must only hand the lease on (complete a future, send a line) or give it straight back.
+    Callers call :meth:`pump` after anything that may free a slot, and again when
+    :meth:`pump`'s returned delay has passed (a rate cap or a hold ends by time, not by a release).
     """
 
     def __init__(self, limits: Mapping[str, JudgeLimit] | None = None) -> None:
@@ -88,7 +88,7 @@ class LeaseBroker:
         self._providers: dict[str, _Provider] = {}
         self._pending: deque[_Request] = deque()
         self._held: dict[tuple[Hashable, int], str] = {}  # (owner, lease id) -> provider
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a grant's callbacks may release at once, in this thread
 
     def _provider(self, name: str) -> _Provider:
         state = self._providers.get(name)
@@ -144,10 +144,13 @@ class LeaseBroker:
                     kept.append(request)
                     wait = free - now if wait is None else min(wait, free - now)
                     continue
+                key = (request.owner, request.lease.id)
+                state.active += 1  # counted before the grant: a waiter that gave up releases it at once
+                self._held[key] = name
                 if request.grant(request.lease):
-                    state.active += 1
                     state.last_start = now
-                    self._held[(request.owner, request.lease.id)] = name
+                elif self._held.pop(key, None) is not None:
+                    state.active -= 1
             self._pending = kept
             return wait
 

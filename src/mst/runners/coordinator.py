@@ -196,9 +196,11 @@ class Coordinator:
             self._auth_retry = time.monotonic() + AUTH_RETRY_SECONDS
             self.auth_errors = [*self.auth_errors[-4:], f"refreshing the judges' gateway token: {exc}"]
             return
+        now = time.monotonic()
         for shard in shards:
             if shard.hello is not None and shard.worker is not None and not shard.ended and shard.error is None:
                 shard.worker.channel.send(message)
+                shard.last_seen = max(shard.last_seen, now)  # this side was busy, not the workers
 
     def _handle(self, shard: Shard, line: str, on_result: OnResult) -> None:
         try:
