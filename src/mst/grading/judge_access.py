@@ -244,25 +244,34 @@ class JudgeAccess:
     async def slot(self, provider: str) -> AsyncIterator[None]:
         """Hold one slot of ``provider`` for the call inside the block."""
         future = self.leases.request(provider)
-        try:
+        with self._waiting(future):
             lease = await asyncio.wrap_future(future)
-        except BaseException:
-            _give_back_later(self.leases, future)
-            raise
-        try:
+        with self._holding(lease):
             yield
-        finally:
-            self.leases.release(lease)
 
     @contextmanager
     def slot_sync(self, provider: str) -> Iterator[None]:
         """:meth:`slot` for a sync judge (a code judge, a judge's thread)."""
         future = self.leases.request(provider)
-        try:
+        with self._waiting(future):
             lease = future.result()
+        with self._holding(lease):
+            yield
+
+    @contextmanager
+    def _waiting(self, future: Future[Lease]) -> Iterator[None]:
+        """While a slot is awaited: a waiter that gives up (cancelled, interrupted) gives back
+        the slot if it is granted after all."""
+        try:
+            yield
         except BaseException:
-            _give_back_later(self.leases, future)
+            if not future.cancel():
+                future.add_done_callback(
+                    lambda f: None if f.cancelled() or f.exception() else self.leases.release(f.result()))
             raise
+
+    @contextmanager
+    def _holding(self, lease: Lease) -> Iterator[None]:
         try:
             yield
         finally:
@@ -279,12 +288,6 @@ class JudgeAccess:
             return self.token.current()
         value = self.secrets.get(name)
         return value if value is not None else os.environ.get(name)
-
-
-def _give_back_later(leases: Leases, future: Future[Lease]) -> None:
-    """The waiter gave up: a slot granted after all goes straight back."""
-    if not future.cancel():
-        future.add_done_callback(lambda f: None if f.cancelled() or f.exception() else leases.release(f.result()))
 
 
 _CURRENT: contextvars.ContextVar[JudgeAccess] = contextvars.ContextVar("mst_judge_access")
