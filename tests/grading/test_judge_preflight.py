@@ -60,9 +60,15 @@ def test_shards_need_the_key_in_the_secrets_file_not_the_environment(tmp_path: P
 
 
 @pytest.mark.slow
-def test_a_worker_without_the_program_fails_its_shard_before_grading(tmp_path: Path) -> None:
-    # The coordinator does not need the judges' programs; each worker checks its own machine.
-    run = collected_run(tmp_path, needy_eval(tmp_path, binaries=("mst-no-such-program",)))
+@pytest.mark.parametrize(("needs", "said"), [
+    ({"binaries": ("mst-no-such-program",)},
+     "the program 'mst-no-such-program' is not on PATH; install it on this machine (for shards: in the worker image)"),
+    ({"imports": ("mst_no_such_module",)}, "the Python module 'mst_no_such_module' does not import"),
+])
+def test_a_worker_that_lacks_what_a_judge_needs_fails_its_shard_before_grading(
+        tmp_path: Path, needs: dict[str, tuple[str, ...]], said: str) -> None:
+    # The coordinator does not need the judges' programs and modules; each worker checks its own machine.
+    run = collected_run(tmp_path, needy_eval(tmp_path, **needs))
     before = {p for p in run.parent.iterdir() if p.is_dir()}
     proc = run_cli("grade", str(run), "--runner", "process", "--runner-option", "shards=2", cwd=tmp_path)
     assert proc.returncode == 3, proc.stdout + proc.stderr  # ungraded: the shards failed
@@ -70,8 +76,7 @@ def test_a_worker_without_the_program_fails_its_shard_before_grading(tmp_path: P
     shards = load(regrade / "run.json")["grading"]["runner"]["shards"]
     assert shards
     for shard in shards:
-        assert "judge 'needy': the program 'mst-no-such-program' is not on PATH" in shard["error"]
-        assert "install it on this machine (for shards: in the worker image)" in shard["error"]
+        assert f"judge preflight: judge 'needy': {said}" in shard["error"]
     trials = load(regrade / "results.json")["trials"]
     assert trials and all(not any(v["judge"] == "needy" for v in t["verdicts"]) for t in trials)
 
