@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_local_grading_holds_the_cap_and_refreshes_the_token(tmp_path: Path) -> None:
-    with serve(Gateway(delay=0.2, ttl=1.2, auth=True)) as gateway:
+    with serve(Gateway(delay=0.5, ttl=2.5, auth=True)) as gateway:
         path = gateway_eval(tmp_path, gateway, cases=4, auth=True, limits={"gw": {"concurrency": 2}},
                             gradingConcurrency=8)
         run = collected_run(tmp_path, path)
@@ -22,7 +22,9 @@ def test_local_grading_holds_the_cap_and_refreshes_the_token(tmp_path: Path) -> 
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert gateway.max_active == 2 and len(gateway.starts) == 16
         assert gateway.refused == []
-        assert len(gateway.tokens) >= 2  # 16 calls, two at a time, 0.2 s each: longer than a token lasts
+        # The preflight's, the first, and at least one more: 16 calls, two at a time, 0.5 s each
+        # take 4 s, longer than a token lasts.
+        assert len(gateway.tokens) >= 3
         regrade = new_run(run.parent, before)
         reasons = {v["reason"] for t in load(regrade / "results.json")["trials"] for v in t["verdicts"]
                    if v["judge"] == "gw"}

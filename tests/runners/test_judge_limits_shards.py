@@ -92,8 +92,8 @@ def _cmdlines_and_environs() -> list[bytes]:
 
 def test_expiring_token_is_refreshed_during_a_long_shard_and_never_written(tmp_path: Path,
                                                                            request: pytest.FixtureRequest) -> None:
-    with serve(Gateway(delay=0.25, ttl=1.5, auth=True)) as gateway:
-        # One call at a time across 2 shards: 24 calls take ~6 s, four lifetimes of a token.
+    with serve(Gateway(delay=0.3, ttl=3, auth=True)) as gateway:
+        # One call at a time across 2 shards: 24 calls take ~7 s, over two lifetimes of a token.
         path = gateway_eval(tmp_path, gateway, auth=True, limits={"gw": {"concurrency": 1}})
         run = collected_run(tmp_path, path)
         before = {p for p in run.parent.iterdir() if p.is_dir()}
@@ -110,7 +110,7 @@ def test_expiring_token_is_refreshed_during_a_long_shard_and_never_written(tmp_p
         assert proc.returncode == 0, out + err
         assert [s for _, s in gateway.refused] == []  # no call was refused: no token expired in use
         tokens = list(gateway.tokens)
-        assert len(tokens) >= 3  # made again while the shards ran, not once at the start
+        assert len(tokens) >= 4  # the preflight's, the first, and made again while the shards ran
         regrade = new_run(run.parent, before)
         workdir = Path(load(regrade / "run.json")["grading"]["runner"]["workDir"])
         request.addfinalizer(lambda: shutil.rmtree(workdir, ignore_errors=True))
