@@ -78,7 +78,8 @@ class LlmJudgeConfig(BaseModel):
     retries: int = Field(3, ge=0, le=20, description="Retries of a 429, 5xx, timeout or dropped connection.")
     prices: dict[str, Price] = Field(default_factory=dict,
                                      description="Overrides the built-in price table, by provider:model.")
-    mock: dict[str, Any] | None = Field(None, description="The mock model's script when a model is `mock`.")
+    mock: dict[str, Any] | None = Field(
+        None, description="The mock model's script when a model is `mock` (checked when the judge is resolved).")
 
     @field_validator("template")
     @classmethod
@@ -102,10 +103,6 @@ class LlmJudgeConfig(BaseModel):
             missing = sorted(used - set(self.sees))
             if missing:
                 raise ValueError(f"the template shows {', '.join(missing)}, which 'sees' does not list")
-        if self.mock is not None:
-            from mst.providers.mock import MockSettings
-
-            MockSettings.model_validate(self.mock)
         return self
 
     @property

@@ -137,12 +137,28 @@ def resolve(cfg: JudgeConfig | PairwiseConfig) -> ResolvedJudge:
         if prefix not in known_prefixes():
             raise JudgeLoadError(cfg.id, model, f"unknown model provider {prefix!r}; known: "
                                  f"{', '.join(sorted(known_prefixes()))}")
+    _check_mock(cfg.id, llm)
     threshold = PAIRWISE_THRESHOLD if pairwise else cfg.threshold  # type: ignore[union-attr]
     target = ", ".join(llm.panel)
     identity = judge_identity(id=cfg.id, target=target, source=SOURCE, options=_identity_fields(llm, pairwise),
                               threshold=threshold, version=VERSION, kind="pairwise" if pairwise else "judge")
     return ResolvedJudge(id=cfg.id, target=target, source=SOURCE, options=llm.model_dump(mode="json"),
                          threshold=threshold, version=VERSION, identity=identity, secrets=tuple(cfg.secrets))
+
+
+def _check_mock(judge_id: str, llm: LlmJudgeConfig) -> None:
+    """The mock's script is checked when the eval loads, not at the first verdict."""
+    from pydantic import ValidationError
+
+    from mst.providers.mock import MockSettings
+
+    if llm.mock is None:
+        return
+    try:
+        MockSettings.model_validate(llm.mock)
+    except ValidationError as exc:
+        where = "; ".join(f"llm.mock.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise JudgeLoadError(judge_id, "mock", where) from None
 
 
 _SPECS: dict[str, LlmJudgeConfig] = {}
@@ -513,9 +529,10 @@ def _retry_after(exc: BaseException) -> float | None:
             for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
                 value = headers.get(name)
                 try:
-                    return max(float(value) * scale, 0.0) if value is not None else None
+                    if value is not None:
+                        return max(float(value) * scale, 0.0)
                 except ValueError:
-                    continue
+                    continue  # an HTTP date: rare from model APIs; the backoff applies
         seen = seen.__cause__ or seen.__context__
     return None
 
