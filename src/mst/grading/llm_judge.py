@@ -572,7 +572,8 @@ async def call_model(judge: ResolvedJudge, llm: LlmJudgeConfig, model: str, sess
     for attempt in range(llm.retries + 1):
         session: ModelSession = _provider(judge, llm, model, scale).session(context)
         try:
-            return await asyncio.wait_for(session.complete(request), llm.timeoutSeconds + 5)
+            async with asyncio.timeout(llm.timeoutSeconds + 5):  # the SDK's own timeout should fire first
+                return await session.complete(request)
         except EndingException as exc:
             ending = exc.ending
             if not (isinstance(ending, Infrastructure) and ending.retryable) or attempt == llm.retries:
@@ -623,6 +624,8 @@ async def _votes(judge: ResolvedJudge, llm: LlmJudgeConfig, key: tuple[str, str,
                  scale: Scale, case: CaseView) -> list[Vote]:
     calls = [_vote(judge, llm, model, sample, key, prompt, scale, case)
              for model in llm.panel for sample in range(llm.samples)]
+    if len(calls) == 1:  # the common case: no task to make
+        return [await calls[0]]
     results = await asyncio.gather(*calls, return_exceptions=True)
     errors = [r for r in results if isinstance(r, BaseException)]
     if errors:
@@ -634,7 +637,8 @@ async def _votes(judge: ResolvedJudge, llm: LlmJudgeConfig, key: tuple[str, str,
 
 
 def _describe(judge: ResolvedJudge, exc: BaseException) -> str:
-    return f"judge {judge.id!r} (llm {judge.target}): {exc}"
+    what = str(exc) if isinstance(exc, JudgeCallError) else f"{type(exc).__name__}: {exc}"
+    return f"judge {judge.id!r} (llm {judge.target}): {what}"
 
 
 def judge(judge: ResolvedJudge, trial: TrialView, case: CaseView) -> JudgeOutcome:
