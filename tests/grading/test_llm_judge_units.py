@@ -160,3 +160,18 @@ def test_mock_judge_garbage_is_a_grading_error(tmp_path: Path) -> None:
     outcome = LiveSource().judge(judge, _trial(), CASE)
     assert outcome.verdict is None and outcome.error is not None
     assert "judge 'j' (llm mock)" in outcome.error and "unparseable verdict twice" in outcome.error
+
+
+def test_artifacts_and_tool_calls_are_shown_when_asked(tmp_path: Path) -> None:
+    artifacts = tmp_path / "art"
+    (artifacts / "src").mkdir(parents=True)
+    (artifacts / "src" / "fix.py").write_text("print('fixed')\n")
+    (artifacts / "blob.bin").write_bytes(b"\xff\xfe\x00" * 10)
+    judge = spec(_resolve(tmp_path, {"sees": ["answer", "artifacts", "tool-calls"]}))
+    prompt = trial_prompt(judge, _trial(artifacts_dir=artifacts), CASE)
+    assert "--- src/fix.py (15 bytes)" in prompt and "print('fixed')" in prompt
+    assert "--- blob.bin (30 bytes)\n(binary)" in prompt
+    assert '"name":"search"' in prompt and "hammer 39" in prompt  # the agent's tool calls, as assertions read them
+    none = trial_prompt(judge, TrialView(variant="v", case_id="c", trial=0, answer=None, ending={"kind": "trial"},
+                                         transcript=None), CASE)
+    assert "(no artifacts)" in none and "(no final answer)" in none and "(unavailable:" in none

@@ -363,16 +363,16 @@ def _object(response: ModelResponse) -> Mapping[str, Any]:
             return call.arguments
     if response.tool_calls:
         raise Unparseable(f"the judge called {response.tool_calls[0].name!r} instead of {VERDICT_TOOL}")
+    from mst.providers._errors import tool_arguments
+    from mst.providers.base import ModelOutputError
+
     text = response.text.strip()
     if text.startswith("```"):
         text = text.strip("`").removeprefix("json").strip()
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError:
+    try:  # the text must be what the tool call's arguments would have been: one JSON object
+        return tool_arguments(VERDICT_TOOL, text or "null")
+    except ModelOutputError:
         raise Unparseable(f"the judge's reply is not a JSON verdict: {response.text[:200]!r}") from None
-    if not isinstance(value, dict):
-        raise Unparseable(f"the judge's reply is not a JSON object: {response.text[:200]!r}")
-    return value
 
 
 def parse(response: ModelResponse, scale: Scale, threshold: float
