@@ -11,7 +11,8 @@ from tests.helpers import basic_eval, write_eval
 from mst.config.errors import UserError
 from mst.config.resolve import resolve_eval
 from mst.grading.judges import CaseView, TrialView
-from mst.grading.llm_judge import Vote, combine, combine_preferences, parse, spec, trial_prompt
+from mst.grading.llm_judge import Vote, combine, combine_preferences, parse, spec
+from mst.grading.llm_prompt import trial_prompt
 from mst.grading.sources import LiveSource
 from mst.providers.base import ModelResponse, ToolCall
 from mst.session.render import render_transcript
