@@ -198,3 +198,17 @@ def test_pairwise_sides_are_neutral_and_orders_recorded(fake: FakeProvider) -> N
     assert prompts[0].index("Answer X") < prompts[0].index("Answer Y")
     assert prompts[1].index("Answer Y") < prompts[1].index("Answer X")
     assert ab.usage is not None and ab.usage["votes"][0]["preference"] == "A"
+
+
+def test_same_identity_other_endpoint_is_called_there(fake: FakeProvider) -> None:
+    """The identity leaves the endpoint out (it decides no verdict), yet a judge is reached where it says."""
+    fake.script("moved", [tool("submit_verdict", {"passed": True, "reason": "first server"})])
+    first = judge(fake, "moved")
+    assert LiveSource().judge(first, trial(), CASE).verdict is not None
+    with serve() as other:
+        other.script("moved", [tool("submit_verdict", {"passed": False, "reason": "second server"})])
+        second = judge(other, "moved")
+        assert second.identity == first.identity
+        outcome = LiveSource().judge(second, trial(), CASE)
+        assert outcome.verdict is not None and outcome.verdict.reason == "second server"
+        assert len(other.requests) == 1

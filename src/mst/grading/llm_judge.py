@@ -141,14 +141,17 @@ def _check_mock(judge_id: str, llm: LlmJudgeConfig) -> None:
         raise JudgeLoadError(judge_id, "mock", where) from None
 
 
-_SPECS: dict[str, LlmJudgeConfig] = {}
+_SPECS: dict[str, tuple[Mapping[str, Any], LlmJudgeConfig]] = {}
 
 
 def spec(judge: ResolvedJudge) -> LlmJudgeConfig:
-    """The judge's definition, decoded once per identity (also in a shard worker)."""
-    found = _SPECS.get(judge.identity)
-    if found is None:
-        found = _SPECS[judge.identity] = LlmJudgeConfig.model_validate(judge.options)
+    """The judge's definition, decoded once (also in a shard worker). Its identity leaves out
+    what decides no verdict (endpoint, timeouts), so the cache also checks the options themselves."""
+    cached = _SPECS.get(judge.identity)
+    if cached is not None and (cached[0] is judge.options or cached[0] == judge.options):
+        return cached[1]
+    found = LlmJudgeConfig.model_validate(judge.options)
+    _SPECS[judge.identity] = (judge.options, found)
     return found
 
 
@@ -357,11 +360,14 @@ class _Loop:
 
 
 _LOOP = _Loop()
-_PROVIDERS: dict[tuple[str, str], Provider] = {}  # (identity, model) -> provider; used on the loop only
+# (identity, model, how it is reached) -> provider; used on the loop only
+_PROVIDERS: dict[tuple[Any, ...], Provider] = {}
 
 
 def _provider(judge: ResolvedJudge, llm: LlmJudgeConfig, model: str, scale: str) -> Provider:
-    found = _PROVIDERS.get((judge.identity, model))
+    key = (judge.identity, model, llm.baseUrl, llm.apiKeySecret, llm.stream, llm.timeoutSeconds,
+           llm.maxOutputTokens)
+    found = _PROVIDERS.get(key)
     if found is None:
         from mst.providers import create_provider
         from mst.providers.mock import MockSettings
@@ -371,7 +377,7 @@ def _provider(judge: ResolvedJudge, llm: LlmJudgeConfig, model: str, scale: str)
                                     maxRetries=0, timeoutSeconds=llm.timeoutSeconds,
                                     maxOutputTokens=llm.maxOutputTokens, temperature=llm.temperature)
         mock = MockSettings.model_validate(llm.mock if llm.mock is not None else _DEFAULT_MOCK[scale])
-        found = _PROVIDERS[(judge.identity, model)] = create_provider(model, {"mock": mock, "provider": settings})
+        found = _PROVIDERS[key] = create_provider(model, {"mock": mock, "provider": settings})
     return found
 
 
