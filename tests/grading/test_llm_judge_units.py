@@ -31,7 +31,7 @@ def _error(tmp: Path, llm: dict[str, Any]) -> str:
 
 def test_unknown_template_field_names_the_field_path(tmp_path: Path) -> None:
     text = _error(tmp_path, {"template": "Grade {answer} against {expectd}."})
-    assert "judges[0].llm.template" in text or "judges.0.llm.template" in text
+    assert "judges[0].llm.template: unknown field {expectd}" in text
     assert "{expectd}" in text
     assert "{prompt.x}" in _error(tmp_path, {"template": "{prompt.x}"})
 
@@ -176,3 +176,27 @@ def test_artifacts_and_tool_calls_are_shown_when_asked(tmp_path: Path) -> None:
     none = trial_prompt(judge, TrialView(variant="v", case_id="c", trial=0, answer=None, ending={"kind": "trial"},
                                          transcript=None), CASE)
     assert "(no artifacts)" in none and "(no final answer)" in none and "(unavailable:" in none
+
+
+def test_judge_figures_per_variant() -> None:
+    from mst.runs.grading_records import CaseComparison, PairRecord, VerdictRecord
+    from mst.runs.judge_summary import JudgeTally, total
+
+    calls = {"model": "mock", "inputTokens": 10, "outputTokens": 2, "latencyMs": 1.0, "costUsd": 0.5, "votes": []}
+    tally = JudgeTally()
+    for passed in (True, True, False, True):
+        tally.add(VerdictRecord("llm-j", "llm", "sha256:x", passed, None, None, None, None, calls))
+        tally.add(VerdictRecord("code-j", "code", "sha256:y", passed))
+        tally.add(VerdictRecord("equals", "assertion", "sha256:z", passed))
+    figures = tally.to_json(0.95)
+    assert set(figures) == {"llm-j", "code-j"}  # assertions are not judges
+    llm = figures["llm-j"]
+    assert (llm["passed"], llm["graded"], llm["passRate"]) == (3, 4, 0.75)
+    assert 0 < llm["interval"][0] < 0.75 < llm["interval"][1] < 1
+    assert (llm["inputTokens"], llm["outputTokens"], llm["costUsd"]) == (40, 8, 2.0)
+    assert figures["code-j"]["costUsd"] is None  # no model calls: unknown, not free
+    pair = PairRecord(0, "candidate", "baseline", "tie", None, ({**calls, "costUsd": None}, calls))
+    tally.add_comparison(CaseComparison("c", "cand", "base", "pairwise", "sha256:p", (pair,), ()))
+    usage = tally.usage.to_json()
+    assert usage["inputTokens"] == 60 and usage["costUsd"] is None  # one call without a price: no total
+    assert total([usage, {"inputTokens": 1, "outputTokens": 1, "costUsd": 1.0}])["inputTokens"] == 61
