@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mst.config.judge_limits import JudgeLimit
+from mst.config.judge_llm import LlmJudgeConfig
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 SECRET_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -102,12 +103,21 @@ Assertion = Annotated[
 # --- judges -----------------------------------------------------------------------------------
 
 
+def _sources(cfg: JudgeConfig | PairwiseConfig) -> None:
+    """Exactly one source: code, plugin or llm (docs/grading.md, "Judges")."""
+    given = [name for name in ("code", "plugin", "llm") if getattr(cfg, name) is not None]
+    if len(given) != 1:
+        raise ValueError("give exactly one of 'code' (module:function), 'plugin' (entry point name) "
+                         "or 'llm' (a model judge)")
+
+
 class JudgeConfig(Strict):
-    """A code judge: a Python callable named ``module:function`` or an ``mst.judges`` entry point."""
+    """A judge: a Python callable named ``module:function``, an ``mst.judges`` entry point, or a model."""
 
     id: str = Field(pattern=ID_PATTERN)
     code: str | None = Field(None, description="module:function, importable from the eval's directory.")
     plugin: str | None = Field(None, description="Name of an entry point in the group mst.judges.")
+    llm: LlmJudgeConfig | None = Field(None, description="A model (or panel) grading with a rubric.")
     options: dict[str, Any] = Field(default_factory=dict)
     threshold: float = Field(0.5, description="A judge returning a score passes at or above this.")
     secrets: list[Annotated[str, Field(pattern=SECRET_NAME)]] = Field(
@@ -117,8 +127,7 @@ class JudgeConfig(Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> JudgeConfig:
-        if (self.code is None) == (self.plugin is None):
-            raise ValueError("give exactly one of 'code' (module:function) or 'plugin' (entry point name)")
+        _sources(self)
         if self.code is not None and ":" not in self.code:
             raise ValueError("'code' must look like module:function")
         return self
@@ -130,6 +139,7 @@ class PairwiseConfig(Strict):
     id: str = Field("pairwise", pattern=ID_PATTERN)
     code: str | None = None
     plugin: str | None = None
+    llm: LlmJudgeConfig | None = Field(None, description="A model (or panel) preferring one response.")
     options: dict[str, Any] = Field(default_factory=dict)
     secrets: list[Annotated[str, Field(pattern=SECRET_NAME)]] = Field(
         default_factory=list,
@@ -138,8 +148,7 @@ class PairwiseConfig(Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> PairwiseConfig:
-        if (self.code is None) == (self.plugin is None):
-            raise ValueError("give exactly one of 'code' (module:function) or 'plugin' (entry point name)")
+        _sources(self)
         return self
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from mst.config.resolved import ResolvedCase, ResolvedJudge
 from mst.grading.context import CasePlan, GradingContext
-from mst.grading.judges import CaseView, Preference, TrialView
+from mst.grading.judges import JUDGE_KINDS, CaseView, Preference, TrialView
 from mst.grading.sources import GradingSource, JudgeOutcome, PairOutcome
 from mst.runs.grading_records import (
     CaseComparison,
@@ -80,11 +80,14 @@ def _kept(keep: Keep | None, name: str, identity: str) -> VerdictRecord | None:
 def _judge_record(name: str, judge: ResolvedJudge, outcome: JudgeOutcome,
                   verdicts: list[VerdictRecord], errors: list[GradingError]) -> None:
     v = outcome.verdict
+    kind = judge.source if judge.source in JUDGE_KINDS else "code"
     if v is None:
-        errors.append(GradingError(name, "code", judge.identity, outcome.error or "the judge gave no verdict"))
+        errors.append(GradingError(name, kind, judge.identity, outcome.error or "the judge gave no verdict"))
         return
-    verdicts.append(VerdictRecord(name, "code", judge.identity, v.passed, v.score, v.reason,
-                                  dict(outcome.usage) if outcome.usage else None, outcome.duration_ms))
+    usage = dict(outcome.usage) if outcome.usage else None
+    code = kind == "code"  # a model judge's usage is its calls, recorded at the verdict's top level
+    verdicts.append(VerdictRecord(name, kind, judge.identity, v.passed, v.score, v.reason,
+                                  usage if code else None, outcome.duration_ms, None if code else usage))
 
 
 def _graders(trial: TrialView, source: GradingSource, context: GradingContext,

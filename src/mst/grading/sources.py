@@ -25,7 +25,16 @@ from mst.config.models import Assertion
 from mst.config.resolved import ResolvedJudge
 from mst.grading.assertions import evaluate
 from mst.grading.judge_access import JudgeAccess, using
-from mst.grading.judges import CaseView, Preference, TrialView, Verdict, prepared_call, to_preference, to_verdict
+from mst.grading.judges import (
+    CaseView,
+    Preference,
+    TrialView,
+    Verdict,
+    kind_module,
+    prepared_call,
+    to_preference,
+    to_verdict,
+)
 
 if TYPE_CHECKING:
     from mst.graders.config import GradersConfig
@@ -116,6 +125,10 @@ class LiveSource:
         return AssertionOutcome(passed, reason)
 
     def judge(self, judge: ResolvedJudge, trial: TrialView, case: CaseView) -> JudgeOutcome:
+        kind = kind_module(judge.source)
+        if kind is not None:
+            outcome: JudgeOutcome = kind.judge(judge, trial, case)
+            return outcome
         start = time.perf_counter()
         try:
             fn, wants_options = prepared_call(judge, base_dir=self.base_dir)
@@ -126,6 +139,10 @@ class LiveSource:
         return JudgeOutcome(verdict, None, verdict.usage, _ms(start))
 
     def pairwise(self, judge: ResolvedJudge, case: CaseView, a: TrialView, b: TrialView) -> PairOutcome:
+        kind = kind_module(judge.source)
+        if kind is not None:
+            outcome: PairOutcome = kind.pairwise(judge, case, a, b)
+            return outcome
         start = time.perf_counter()
         try:
             fn, wants_options = prepared_call(judge, pairwise=True, base_dir=self.base_dir)

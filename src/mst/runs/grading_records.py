@@ -47,19 +47,25 @@ def _need(data: Mapping[str, Any], key: str, what: str) -> Any:
 # A trial's grading
 
 
+CALL_FIELDS = ("model", "inputTokens", "outputTokens", "latencyMs", "costUsd", "votes")
+
+
 class VerdictRecord(NamedTuple):
     """One assertion's or judge's verdict on a trial. A named tuple (immutable, slotted, typed),
     as the session lookups' records are: a run decodes several per trial, and a tuple is several
     times cheaper to build than a frozen dataclass."""
 
     judge: str  # the unique name within the case (``contains#2``)
-    kind: str  # "assertion" | "code"
+    kind: str  # "assertion" | "code" | "llm"
     identity: str | None
     passed: bool
     score: float | None = None
     reason: str | None = None
     usage: Mapping[str, Any] | None = None
     duration_ms: float | None = None
+    # A model judge's calls, written at the verdict's top level: model, inputTokens, outputTokens,
+    # latencyMs, costUsd (null without a price) and votes (docs/grading.md, "What a verdict records").
+    calls: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"judge": self.judge, "kind": self.kind, "identity": self.identity,
@@ -68,6 +74,8 @@ class VerdictRecord(NamedTuple):
             out["usage"] = dict(self.usage)
         if self.duration_ms is not None:
             out["durationMs"] = self.duration_ms
+        if self.calls:
+            out.update(self.calls)
         return out
 
     @classmethod
@@ -79,8 +87,9 @@ class VerdictRecord(NamedTuple):
         judge = get("judge")
         if judge.__class__ is not str:
             raise RecordError("a verdict record needs a 'judge' name")
+        calls = {k: data[k] for k in CALL_FIELDS if k in data} if "inputTokens" in data else None
         return _new(cls, (judge, get("kind", "code"), get("identity"), passed, get("score"), get("reason"),
-                          get("usage") or None, get("durationMs")))
+                          get("usage") or None, get("durationMs"), calls))
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +97,7 @@ class GradingError:
     """A grader (assertion, judge, deterministic grader) that gave no verdict: the trial is ungraded."""
 
     judge: str
-    kind: str  # "assertion" | "code" | "grader"
+    kind: str  # "assertion" | "code" | "llm" | "grader"
     identity: str | None
     message: str
 
