@@ -491,7 +491,8 @@ def _import_plugin(judge_id: str, name: str) -> tuple[Callable[..., Any], str]:
 
 
 # Judge kinds other than code: the config field that selects each, and the module that runs it
-# (``resolve(cfg)``, ``judge(judge, trial, case)``, ``pairwise(judge, case, a, b)``, ``needs(judge)``).
+# (``resolve(cfg)``, ``judge(judge, trial, case, access)``, ``pairwise(judge, case, a, b, access)``,
+# ``needs(judge)``: registered for the preflight by :mod:`mst.grading.preflight`).
 # A resolved judge's ``source`` is its kind's name.
 JUDGE_KINDS: Final[dict[str, str]] = {"llm": "mst.grading.llm_judge"}
 

@@ -31,6 +31,7 @@ from mst.config.judge_llm import LlmJudgeConfig, Price
 from mst.config.models import JudgeConfig, PairwiseConfig
 from mst.config.resolved import ResolvedJudge
 from mst.endings import EndingException, Infrastructure
+from mst.grading.judge_access import AUTH_TOKEN, JudgeAccess, current
 from mst.grading.judges import (
     PAIRWISE_THRESHOLD,
     CaseView,
@@ -170,18 +171,23 @@ def key_names(llm: LlmJudgeConfig) -> tuple[str, ...]:
 
 
 def needs(judge: ResolvedJudge) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """(environment keys, binaries, imports) the judge needs, for the judge preflight.
+    """(environment keys, binaries, imports) the judge needs, for the judge preflight
+    (registered for the ``llm`` kind in :mod:`mst.grading.preflight`).
 
-    An OpenAI-compatible ``baseUrl`` may need no key; the preflight still names the one the
-    judge would send, so a missing one is caught before grading starts where it does matter.
+    The keys are required where they are needed: a provider's own API needs its key
+    (``OPENAI_API_KEY``/``ANTHROPIC_API_KEY``, or ``apiKeySecret``), and so does a ``baseUrl``
+    that names its ``apiKeySecret``. A ``baseUrl`` without one may take no key, or the gateway
+    token (see :func:`keys`), so nothing is required of it. The keys named here are also what a
+    grade worker is sent (:func:`mst.grading.preflight.needed_env`): a judge need not list them
+    in ``secrets:`` for shards.
     """
     from mst.providers import split_model
 
     llm = spec(judge)
     prefixes = {split_model(m)[0] for m in llm.panel}
     imports = tuple(sorted(p for p in prefixes if p in ("openai", "anthropic")))
-    keys = key_names(llm) if llm.baseUrl is None else ()
-    return keys, (), imports
+    required = llm.baseUrl is None or llm.apiKeySecret is not None
+    return key_names(llm) if required else (), (), imports
 
 
 # ---------------------------------------------------------------------------------------------
@@ -407,40 +413,71 @@ def backoff(attempt: int, retry_after: float | None) -> float:
     return float(min(0.5 * 2 ** (attempt - 1), 30.0) * (0.5 + random.random() / 2))
 
 
-def credential(name: str) -> str | None:
-    """A judge key: from the grading environment (the secrets the judge names, or ambient)."""
-    return os.environ.get(name)
+def _status(exc: BaseException) -> int | None:
+    """The HTTP status behind an adapter's ending, when there was one."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        code = getattr(getattr(seen, "response", None), "status_code", None)
+        if isinstance(code, int):
+            return code
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def keys(llm: LlmJudgeConfig, access: JudgeAccess) -> dict[str, str]:
+    """The keys one call sends, read afresh for each call (docs/grading.md, "Judge access").
+
+    A key comes through ``access.credential``: the secrets the grading was given, else the
+    environment. When ``MST_LLM_AUTH_COMMAND`` is set, a judge with a ``baseUrl`` (a gateway)
+    sends the gateway token in place of its key, as fresh as the coordinator keeps it; a judge
+    of a provider's own API keeps its key. ``apiKeySecret: MST_LLM_AUTH_TOKEN`` asks for the
+    token by name."""
+    token = access.credential(AUTH_TOKEN) if llm.baseUrl is not None and access.token is not None else None
+    found: dict[str, str] = {}
+    for name in key_names(llm):
+        value = token if token is not None else access.credential(name)
+        if value is not None:
+            found[name] = value
+    return found
 
 
 async def call_model(judge: ResolvedJudge, llm: LlmJudgeConfig, model: str, session_key: tuple[str, str, int, int],
-                     prompt: str, scale: str, case: CaseView) -> ModelResponse:
+                     prompt: str, scale: str, case: CaseView, access: JudgeAccess) -> ModelResponse:
     """Every model call of every LLM judge, with its retries of 429/5xx/timeouts (backing off,
-    honouring the provider's ``retry-after``). The provider's cap is per ``split_model(model)[0]``.
+    honouring the provider's ``retry-after``).
+
+    Each try holds one slot of the provider (``split_model(model)[0]``: the eval's
+    ``judgeLimits`` by that name hold across shards); a 429 holds the provider for every judge
+    of the grading until its ``retry-after`` (or the backoff) has passed. The backoff itself
+    holds no slot. The keys are read for each try, so a refreshed token is used at once.
     """
     # judge access: slot + credential (fleet)
+    from mst.providers import split_model
     from mst.providers.base import AttemptContext, ModelRequest, ToolSpec, UserMessage
 
-    secrets = {name: value for name in key_names(llm) if (value := credential(name)) is not None}
+    provider = split_model(model)[0]
     variant, case_id, trial, sample = session_key
-    context = AttemptContext(case_id=case_id, variant_id=f"{variant}/{judge.id}/{model}/{sample}", trial=trial,
-                             try_number=1, seed=0, prompt=case.prompt, expected=case.expected,
-                             metadata=case.metadata,
-                             deadline_s=llm.timeoutSeconds, secrets=secrets)
     properties = {**_SCHEMAS[scale], "reason": _REASON}
     tool = ToolSpec(VERDICT_TOOL, "Submit the verdict.", {"type": "object", "properties": properties,
                                                           "required": sorted(properties),
                                                           "additionalProperties": False})
     request = ModelRequest([UserMessage(prompt)], [tool], 0, SYSTEM, VERDICT_TOOL)
     for attempt in range(llm.retries + 1):
+        context = AttemptContext(case_id=case_id, variant_id=f"{variant}/{judge.id}/{model}/{sample}", trial=trial,
+                                 try_number=1, seed=0, prompt=case.prompt, expected=case.expected,
+                                 metadata=case.metadata, deadline_s=llm.timeoutSeconds, secrets=keys(llm, access))
         session: ModelSession = _provider(judge, llm, model, scale).session(context)
         try:
-            async with asyncio.timeout(llm.timeoutSeconds + 5):  # the SDK's own timeout should fire first
-                return await session.complete(request)
+            async with access.slot(provider), asyncio.timeout(llm.timeoutSeconds + 5):
+                return await session.complete(request)  # the SDK's own timeout should fire first
         except EndingException as exc:
             ending = exc.ending
             if not (isinstance(ending, Infrastructure) and ending.retryable) or attempt == llm.retries:
                 raise JudgeCallError(f"{model}: {_ending_text(ending)}") from None
-            await asyncio.sleep(backoff(attempt + 1, _retry_after(exc)))
+            delay = backoff(attempt + 1, _retry_after(exc))
+            if _status(exc) == 429:
+                access.hold(provider, delay)
+            await asyncio.sleep(delay)
         except TimeoutError:
             if attempt == llm.retries:
                 raise JudgeCallError(f"{model}: no reply within {llm.timeoutSeconds:g} s") from None
@@ -453,7 +490,7 @@ def _ending_text(ending: Any) -> str:
 
 
 async def _vote(judge: ResolvedJudge, llm: LlmJudgeConfig, model: str, sample: int, key: tuple[str, str, int],
-                prompt: str, scale: Scale, case: CaseView) -> Vote:
+                prompt: str, scale: Scale, case: CaseView, access: JudgeAccess) -> Vote:
     """One vote; an unparseable reply is asked once more (both replies' tokens count)."""
     from mst.providers.base import ContextOverflow, ModelOutputError
 
@@ -461,7 +498,8 @@ async def _vote(judge: ResolvedJudge, llm: LlmJudgeConfig, model: str, sample: i
     start = time.perf_counter()
     for attempt in (1, 2):
         try:
-            response = await call_model(judge, llm, model, (*key, sample * 2 + attempt - 1), prompt, scale, case)
+            response = await call_model(judge, llm, model, (*key, sample * 2 + attempt - 1), prompt, scale, case,
+                                        access)
         except ContextOverflow as exc:
             raise JudgeCallError(f"{model}: the prompt does not fit the model's context: {exc}") from None
         except ModelOutputError as exc:
@@ -483,8 +521,8 @@ async def _vote(judge: ResolvedJudge, llm: LlmJudgeConfig, model: str, sample: i
 
 
 async def _votes(judge: ResolvedJudge, llm: LlmJudgeConfig, key: tuple[str, str, int], prompt: str,
-                 scale: Scale, case: CaseView) -> list[Vote]:
-    calls = [_vote(judge, llm, model, sample, key, prompt, scale, case)
+                 scale: Scale, case: CaseView, access: JudgeAccess) -> list[Vote]:
+    calls = [_vote(judge, llm, model, sample, key, prompt, scale, case, access)
              for model in llm.panel for sample in range(llm.samples)]
     if len(calls) == 1:  # the common case: no task to make
         return [await calls[0]]
@@ -503,13 +541,15 @@ def _describe(judge: ResolvedJudge, exc: BaseException) -> str:
     return f"judge {judge.id!r} (llm {judge.target}): {what}"
 
 
-def judge(judge: ResolvedJudge, trial: TrialView, case: CaseView) -> JudgeOutcome:
-    """Grade one trial: every vote of the panel at once, combined by the judge's ``vote``."""
+def judge(judge: ResolvedJudge, trial: TrialView, case: CaseView, access: JudgeAccess | None = None) -> JudgeOutcome:
+    """Grade one trial: every vote of the panel at once, combined by the judge's ``vote``.
+    ``access`` is the grading's (caps, holds, keys); without one, :func:`~mst.grading.judge_access.current`'s."""
     start = time.perf_counter()
     try:
         llm = spec(judge)
         prompt = trial_prompt(llm, trial, case)
-        votes = _LOOP.run(_votes(judge, llm, (trial.variant, trial.case_id, trial.trial), prompt, llm.scale, case))
+        key = (trial.variant, trial.case_id, trial.trial)
+        votes = _LOOP.run(_votes(judge, llm, key, prompt, llm.scale, case, access or current()))
     except Exception as exc:  # whatever went wrong, it is this trial's grading error
         return JudgeOutcome(None, _describe(judge, exc), None, _ms(start))
     passed, score, reason = combine(votes, llm.vote, judge.threshold)
@@ -518,14 +558,15 @@ def judge(judge: ResolvedJudge, trial: TrialView, case: CaseView) -> JudgeOutcom
     return JudgeOutcome(Verdict(passed, score, reason, usage), None, usage, round(elapsed, 3))
 
 
-def pairwise(judge: ResolvedJudge, case: CaseView, a: TrialView, b: TrialView) -> PairOutcome:
+def pairwise(judge: ResolvedJudge, case: CaseView, a: TrialView, b: TrialView,
+             access: JudgeAccess | None = None) -> PairOutcome:
     """One order of a pairwise comparison: ``a`` is shown as Response 1, ``b`` as Response 2."""
     start = time.perf_counter()
     try:
         llm = spec(judge)
         prompt = pair_prompt(llm, case, a, b)
         key = (f"{a.variant}~{b.variant}", case.id, a.trial)
-        votes = _LOOP.run(_votes(judge, llm, key, prompt, "pairwise", case))
+        votes = _LOOP.run(_votes(judge, llm, key, prompt, "pairwise", case, access or current()))
     except Exception as exc:  # whatever went wrong, it is this comparison's grading error
         return PairOutcome(None, None, _describe(judge, exc), None, _ms(start))
     preference, reason = combine_preferences(votes, llm.vote)
@@ -537,5 +578,5 @@ def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 3)
 
 
-__all__ = ["PRICES", "JudgeCallError", "Vote", "combine", "combine_preferences", "cost", "judge", "needs",
+__all__ = ["PRICES", "JudgeCallError", "Vote", "combine", "combine_preferences", "cost", "judge", "keys", "needs",
            "pairwise", "parse", "resolve"]

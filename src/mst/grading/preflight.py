@@ -25,7 +25,7 @@ from typing import Final
 
 from mst.config.errors import Problem, UserError
 from mst.config.resolved import ResolvedEval, ResolvedJudge
-from mst.grading.judges import JudgeLoadError, load_callable
+from mst.grading.judges import JUDGE_KINDS, JudgeLoadError, kind_module, load_callable
 
 VERSION_TIMEOUT: Final = 30.0
 
@@ -67,8 +67,16 @@ def code_needs(judge: ResolvedJudge, base_dir: Path | None) -> JudgeNeeds:
     return JudgeNeeds(tuple(dict.fromkeys([*judge.secrets, *extra.env])), extra.binaries, extra.imports)
 
 
+def kind_needs(judge: ResolvedJudge, base_dir: Path | None) -> JudgeNeeds:
+    """A judge of a kind in ``JUDGE_KINDS`` (``llm``, ``agentic``): what its module's ``needs`` says."""
+    env, binaries, imports = kind_module(judge.source).needs(judge)  # type: ignore[union-attr]
+    return JudgeNeeds(tuple(env), tuple(binaries), tuple(imports))
+
+
 register_needs("code", code_needs)
 register_needs("plugin", code_needs)
+for _kind in JUDGE_KINDS:
+    register_needs(_kind, kind_needs)
 
 
 def judges_of(resolved: ResolvedEval) -> list[ResolvedJudge]:
@@ -163,5 +171,5 @@ def require(missing: list[Missing], file: str) -> None:
         raise UserError([Problem(file, f"judge preflight: {m}") for m in missing])
 
 
-__all__ = ["JudgeNeeds", "Keys", "Missing", "check", "code_needs", "judges_of", "needed_env", "register_needs",
-           "require"]
+__all__ = ["JudgeNeeds", "Keys", "Missing", "check", "code_needs", "judges_of", "kind_needs", "needed_env",
+           "register_needs", "require"]

@@ -127,7 +127,7 @@ class LiveSource:
     def judge(self, judge: ResolvedJudge, trial: TrialView, case: CaseView) -> JudgeOutcome:
         kind = kind_module(judge.source)
         if kind is not None:
-            outcome: JudgeOutcome = kind.judge(judge, trial, case)
+            outcome: JudgeOutcome = kind.judge(judge, trial, case, self.access)
             return outcome
         start = time.perf_counter()
         try:
@@ -141,7 +141,7 @@ class LiveSource:
     def pairwise(self, judge: ResolvedJudge, case: CaseView, a: TrialView, b: TrialView) -> PairOutcome:
         kind = kind_module(judge.source)
         if kind is not None:
-            outcome: PairOutcome = kind.pairwise(judge, case, a, b)
+            outcome: PairOutcome = kind.pairwise(judge, case, a, b, self.access)
             return outcome
         start = time.perf_counter()
         try:
