@@ -3,8 +3,11 @@
 ``POST /token`` issues a fresh token that expires ``ttl`` seconds later (what an
 ``MST_LLM_AUTH_COMMAND`` fetches); ``POST /judge`` is a judge call: it counts the calls in flight
 (``max_active``), records when each started, answers 401 to a missing or expired token when
-``auth`` is on, and 429 with ``retry-after`` to the first ``fail_first`` calls. Standard library
-only, so the judges' HTTP client is the only client code involved.
+``auth`` is on, and 429 with ``retry-after`` to the first ``fail_first`` calls. ``POST
+/v1/chat/completions`` is the same call made by an LLM judge through the real ``openai`` SDK (a
+``baseUrl`` gateway): counted and refused alike, answered with a ``submit_verdict`` tool call
+whose reason names the bearer token it was called with. Standard library only, so the judges'
+HTTP client is the only client code involved.
 """
 
 from __future__ import annotations
@@ -77,6 +80,10 @@ def serve(gateway: Gateway) -> Iterator[Gateway]:
             self.rfile.read(int(self.headers.get("content-length") or 0))
             if self.path == "/token":
                 code, headers, body = 200, {}, gateway.issue()
+            elif self.path.endswith("/chat/completions"):
+                code, headers = gateway.judge(self.headers.get("authorization"))
+                body = completion(self.headers.get("authorization") if gateway.auth else None) if code == 200 else {
+                    "error": {"message": f"refused with {code}", "type": "gateway", "code": str(code)}}
             else:
                 code, headers = gateway.judge(self.headers.get("authorization"))
                 body = {"passed": code == 200}
@@ -98,6 +105,17 @@ def serve(gateway: Gateway) -> Iterator[Gateway]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def completion(authorization: str | None) -> dict[str, Any]:
+    """An OpenAI chat completion that submits a passing verdict."""
+    token = (authorization or "").removeprefix("Bearer ")
+    verdict = {"passed": True, "reason": f"called with {token}" if token else "ok"}
+    call = {"id": "call_1", "type": "function", "function": {"name": "submit_verdict", "arguments": json.dumps(verdict)}}
+    return {"id": "chatcmpl-gw", "object": "chat.completion", "created": 0, "model": "gw-judge",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": None,
+                         "message": {"role": "assistant", "content": None, "tool_calls": [call]}}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}}
 
 
 # A code judge that calls the gateway through the grading's judge access: one slot per call, a
@@ -136,13 +154,18 @@ needy.needs = JudgeNeeds(env=tuple(NEEDS["env"]), binaries=tuple(NEEDS["binaries
 
 
 def gateway_eval(tmp: Path, gateway: Gateway, *, cases: int = 6, trials: int = 2, limits: dict[str, Any] | None = None,
-                 auth: bool = False, **overrides: Any) -> Path:
+                 auth: bool = False, llm: bool = False, **overrides: Any) -> Path:
+    """An eval whose one judge ``gw`` calls the gateway: a code judge, or with ``llm`` an LLM
+    judge (``openai:gw-judge`` at the gateway's ``baseUrl``, so its provider is ``openai``)."""
     (tmp / "judges.py").write_text("NEEDS = {'env': [], 'binaries': [], 'imports': []}\n" + JUDGES)
+    judge: dict[str, Any] = (
+        {"id": "gw", "llm": {"model": "openai:gw-judge", "rubric": "Is it right?", "baseUrl": gateway.url + "/v1"}}
+        if llm else {"id": "gw", "code": "judges:call", "options": {"url": gateway.url, "auth": auth}})
     doc = basic_eval(
         trials=trials,
         cases=[{"id": f"c{i}", "prompt": f"say {i}", "expected": str(i)} for i in range(cases)],
         variants=[mock_variant("base", baseline=True), mock_variant("cand")],
-        judges=[{"id": "gw", "code": "judges:call", "options": {"url": gateway.url, "auth": auth}}],
+        judges=[judge],
         **({"judgeLimits": limits} if limits else {}),
     )
     doc.update(overrides)

@@ -1,7 +1,9 @@
 """judgeLimits, 429 holds and the gateway token across the shards of `mst grade --runner process`.
 
 Real processes and real HTTP on 127.0.0.1: the judges call a fake provider through the grading's
-judge access, and the provider counts what arrives (tests/runners/judge_gateway.py).
+judge access, and the provider counts what arrives (tests/runners/judge_gateway.py). Each test runs
+with a code judge calling the provider itself and with an LLM judge calling it through the real
+``openai`` SDK (a ``baseUrl`` gateway; its provider, for ``judgeLimits``, is ``openai``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ from tests.runners.runners_helpers import canary_free, collected_run, new_run
 pytestmark = pytest.mark.slow
 
 SHARDS = ("--runner", "process", "--runner-option", "shards=3")
+KINDS = pytest.mark.parametrize("llm", [False, True], ids=["code", "llm"])
+
+
+def _provider(llm: bool) -> str:
+    return "openai" if llm else "gw"
 
 
 def _grade(tmp: Path, run: Path, *extra: str, env: dict[str, str] | None = None,
@@ -34,10 +41,12 @@ def _verdicts(regrade: Path) -> list[dict[str, object]]:
     return [v for t in load(regrade / "results.json")["trials"] for v in t["verdicts"] if v["judge"] == "gw"]
 
 
-def test_concurrency_cap_is_never_exceeded_across_three_shards(tmp_path: Path) -> None:
+@KINDS
+def test_concurrency_cap_is_never_exceeded_across_three_shards(tmp_path: Path, llm: bool) -> None:
     with serve(Gateway(delay=0.3)) as gateway:
         # Each shard alone would run 8 judges at once: 24 at once without the shared cap.
-        path = gateway_eval(tmp_path, gateway, limits={"gw": {"concurrency": 2}}, gradingConcurrency=8)
+        path = gateway_eval(tmp_path, gateway, limits={_provider(llm): {"concurrency": 2}}, gradingConcurrency=8,
+                            llm=llm)
         run = collected_run(tmp_path, path)
         before = {p for p in run.parent.iterdir() if p.is_dir()}
         proc = _grade(tmp_path, run, *SHARDS)
@@ -62,9 +71,11 @@ def test_requests_per_minute_spaces_starts_across_shards(tmp_path: Path) -> None
         assert min(gaps) >= 0.4, gaps  # 120 a minute: one start every 0.5 s, whichever shard asks
 
 
-def test_429_retry_after_holds_the_provider_for_every_shard(tmp_path: Path) -> None:
+@KINDS
+def test_429_retry_after_holds_the_provider_for_every_shard(tmp_path: Path, llm: bool) -> None:
     with serve(Gateway(delay=0.25, fail_first=1, retry_after=1.5)) as gateway:
-        path = gateway_eval(tmp_path, gateway, limits={"gw": {"concurrency": 3}}, gradingConcurrency=4)
+        path = gateway_eval(tmp_path, gateway, limits={_provider(llm): {"concurrency": 3}}, gradingConcurrency=4,
+                            llm=llm)
         run = collected_run(tmp_path, path)
         before = {p for p in run.parent.iterdir() if p.is_dir()}
         proc = _grade(tmp_path, run, *SHARDS)
@@ -90,11 +101,13 @@ def _cmdlines_and_environs() -> list[bytes]:
     return found
 
 
-def test_expiring_token_is_refreshed_during_a_long_shard_and_never_written(tmp_path: Path,
-                                                                           request: pytest.FixtureRequest) -> None:
+@KINDS
+def test_expiring_token_is_refreshed_during_a_long_shard_and_never_written(
+        tmp_path: Path, request: pytest.FixtureRequest, llm: bool) -> None:
     with serve(Gateway(delay=0.3, ttl=3, auth=True)) as gateway:
         # One call at a time across 2 shards: 24 calls take ~7 s, over two lifetimes of a token.
-        path = gateway_eval(tmp_path, gateway, auth=True, limits={"gw": {"concurrency": 1}})
+        # The LLM judge (a baseUrl gateway) sends the token in place of its key.
+        path = gateway_eval(tmp_path, gateway, auth=True, limits={_provider(llm): {"concurrency": 1}}, llm=llm)
         run = collected_run(tmp_path, path)
         before = {p for p in run.parent.iterdir() if p.is_dir()}
         proc = subprocess.Popen(
@@ -117,7 +130,7 @@ def test_expiring_token_is_refreshed_during_a_long_shard_and_never_written(tmp_p
         reasons = {v["reason"] for v in _verdicts(regrade)}
         assert reasons == {"called with [REDACTED]"}  # the judges did read a token, redacted in records
         logs = list(workdir.glob("shard-*/worker.log"))
-        assert logs and all("judge used token=[REDACTED]" in log.read_text() for log in logs)
+        assert logs and (llm or all("judge used token=[REDACTED]" in log.read_text() for log in logs))
         for token in tokens:
             assert canary_free([tmp_path / "runs", workdir], token) == []  # run, bundles, results, logs
             assert token not in out + err

@@ -449,7 +449,8 @@ async def call_model(judge: ResolvedJudge, llm: LlmJudgeConfig, model: str, sess
     Each try holds one slot of the provider (``split_model(model)[0]``: the eval's
     ``judgeLimits`` by that name hold across shards); a 429 holds the provider for every judge
     of the grading until its ``retry-after`` (or the backoff) has passed. The backoff itself
-    holds no slot. The keys are read for each try, so a refreshed token is used at once.
+    holds no slot. The keys are read for each try once its slot is held, so a refreshed token is
+    used at once.
     """
     # judge access: slot + credential (fleet)
     from mst.providers import split_model
@@ -463,13 +464,15 @@ async def call_model(judge: ResolvedJudge, llm: LlmJudgeConfig, model: str, sess
                                                           "additionalProperties": False})
     request = ModelRequest([UserMessage(prompt)], [tool], 0, SYSTEM, VERDICT_TOOL)
     for attempt in range(llm.retries + 1):
-        context = AttemptContext(case_id=case_id, variant_id=f"{variant}/{judge.id}/{model}/{sample}", trial=trial,
-                                 try_number=1, seed=0, prompt=case.prompt, expected=case.expected,
-                                 metadata=case.metadata, deadline_s=llm.timeoutSeconds, secrets=keys(llm, access))
-        session: ModelSession = _provider(judge, llm, model, scale).session(context)
         try:
-            async with access.slot(provider), asyncio.timeout(llm.timeoutSeconds + 5):
-                return await session.complete(request)  # the SDK's own timeout should fire first
+            async with access.slot(provider), asyncio.timeout(llm.timeoutSeconds + 5):  # the SDK's should fire first
+                # The keys are read once the slot is held: a wait for it may outlast a token.
+                context = AttemptContext(case_id=case_id, variant_id=f"{variant}/{judge.id}/{model}/{sample}",
+                                         trial=trial, try_number=1, seed=0, prompt=case.prompt, expected=case.expected,
+                                         metadata=case.metadata, deadline_s=llm.timeoutSeconds,
+                                         secrets=keys(llm, access))
+                session: ModelSession = _provider(judge, llm, model, scale).session(context)
+                return await session.complete(request)
         except EndingException as exc:
             ending = exc.ending
             if not (isinstance(ending, Infrastructure) and ending.retryable) or attempt == llm.retries:
