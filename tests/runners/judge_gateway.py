@@ -111,7 +111,8 @@ def completion(authorization: str | None) -> dict[str, Any]:
     """An OpenAI chat completion that submits a passing verdict."""
     token = (authorization or "").removeprefix("Bearer ")
     verdict = {"passed": True, "reason": f"called with {token}" if token else "ok"}
-    call = {"id": "call_1", "type": "function", "function": {"name": "submit_verdict", "arguments": json.dumps(verdict)}}
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "submit_verdict", "arguments": json.dumps(verdict)}}
     return {"id": "chatcmpl-gw", "object": "chat.completion", "created": 0, "model": "gw-judge",
             "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": None,
                          "message": {"role": "assistant", "content": None, "tool_calls": [call]}}],
