@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mst.config.judge_agentic import AgenticJudgeConfig
+
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 SECRET_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
@@ -100,6 +102,15 @@ Assertion = Annotated[
 # --- judges -----------------------------------------------------------------------------------
 
 
+_ONE_SOURCE = ("give exactly one of 'code' (module:function), 'plugin' (entry point name) or 'agentic' "
+               "(a Claude Code or Codex judge)")
+
+
+def _sources(judge: JudgeConfig | PairwiseConfig) -> int:
+    """How many of a judge's kinds are given: exactly one must be."""
+    return sum(value is not None for value in (judge.code, judge.plugin, judge.agentic))
+
+
 class JudgeConfig(Strict):
     """A code judge: a Python callable named ``module:function`` or an ``mst.judges`` entry point."""
 
@@ -113,10 +124,12 @@ class JudgeConfig(Strict):
         description="Names of --secrets-file entries this judge reads from its environment; judges get no others.",
     )
 
+    agentic: AgenticJudgeConfig | None = Field(None, description="A Claude Code or Codex CLI judge (docs/grading.md).")
+
     @model_validator(mode="after")
     def _one_source(self) -> JudgeConfig:
-        if (self.code is None) == (self.plugin is None):
-            raise ValueError("give exactly one of 'code' (module:function) or 'plugin' (entry point name)")
+        if _sources(self) != 1:
+            raise ValueError(_ONE_SOURCE)
         if self.code is not None and ":" not in self.code:
             raise ValueError("'code' must look like module:function")
         return self
@@ -134,10 +147,12 @@ class PairwiseConfig(Strict):
         description="Names of --secrets-file entries this judge reads from its environment; judges get no others.",
     )
 
+    agentic: AgenticJudgeConfig | None = Field(None, description="A Claude Code or Codex CLI judge (docs/grading.md).")
+
     @model_validator(mode="after")
     def _one_source(self) -> PairwiseConfig:
-        if (self.code is None) == (self.plugin is None):
-            raise ValueError("give exactly one of 'code' (module:function) or 'plugin' (entry point name)")
+        if _sources(self) != 1:
+            raise ValueError(_ONE_SOURCE)
         return self
 
 

@@ -75,6 +75,17 @@ class Verdict:
     score: float | None = None
     reason: str | None = None
     usage: Mapping[str, Any] | None = None
+    stream: bytes | None = None  # the judge's own event stream (JSONL), kept in the regrade for audit
+
+
+@dataclass(frozen=True, slots=True)
+class PairVerdict:
+    """What a pairwise judge decided, with what it cost and its own event stream (agentic judges)."""
+
+    preference: Preference
+    reason: str | None = None
+    usage: Mapping[str, Any] | None = None
+    stream: bytes | None = None
 
 
 def to_verdict(value: Any, threshold: float) -> Verdict:
@@ -134,6 +145,8 @@ def to_verdict(value: Any, threshold: float) -> Verdict:
 def to_preference(value: Any) -> tuple[Preference, str | None]:
     """Normalise a pairwise judge's return: ``"A"``/``"B"``/``"tie"``, a tuple with a reason, or a dict."""
     reason: Any = None
+    if isinstance(value, PairVerdict):
+        return value.preference, value.reason
     if isinstance(value, tuple):
         if len(value) != 2:
             raise JudgeReturnError("a pairwise judge returning a tuple must return (preference, reason)")
@@ -492,6 +505,10 @@ def _import_plugin(judge_id: str, name: str) -> tuple[Callable[..., Any], str]:
 
 def resolve_judge(cfg: JudgeConfig | PairwiseConfig, base_dir: Path) -> ResolvedJudge:
     """Load a configured judge once and give it its identity; raises :class:`JudgeLoadError`."""
+    made = next((k for k in MADE_KINDS if getattr(cfg, k, None) is not None), None)
+    if made is not None:
+        resolved: ResolvedJudge = _made_kind(made).resolve(cfg)
+        return resolved
     kind = "pairwise" if isinstance(cfg, PairwiseConfig) else "judge"
     threshold = cfg.threshold if isinstance(cfg, JudgeConfig) else PAIRWISE_THRESHOLD
     if cfg.code is not None:
@@ -527,6 +544,21 @@ def _wants_options(fn: Callable[..., Any], fixed: int) -> bool:
     return any(p.kind == p.VAR_POSITIONAL for p in params) or len(positional) > fixed
 
 
+# Judge kinds made from their resolved definition rather than imported code: the config field
+# that selects the kind (also its ResolvedJudge.source) -> the module that resolves and runs it.
+MADE_KINDS: Final[dict[str, str]] = {"agentic": "mst.grading.agentic_judge"}
+
+
+def _made_kind(kind: str) -> Any:
+    return importlib.import_module(MADE_KINDS[kind])
+
+
+def verdict_kind(judge: ResolvedJudge) -> str:
+    """The ``kind`` a judge's verdicts are recorded with: ``code`` (code and plugin judges) or its own kind."""
+    return judge.source if judge.source in MADE_KINDS else "code"
+
+
+_MADE: dict[tuple[str, int], Callable[..., Any]] = {}
 _CALLABLES: dict[str, Callable[..., Any]] = {}
 _ARITY: dict[tuple[str, int], bool] = {}
 _CACHE_LOCK = threading.Lock()
@@ -562,8 +594,13 @@ def prepared_call(
     judge: ResolvedJudge, *, pairwise: bool = False, base_dir: Path | None = None
 ) -> tuple[Callable[..., Any], bool]:
     """(callable, whether to pass ``options``), for the grading sources; both cached."""
-    fn = load_callable(judge, base_dir)
     key = (judge.identity, 3 if pairwise else 1)
+    if judge.source in MADE_KINDS:  # made from its definition, not imported: always given its options
+        made = _MADE.get(key)
+        if made is None:
+            made = _MADE[key] = _made_kind(judge.source).make_callable(judge, pairwise)
+        return made, True
+    fn = load_callable(judge, base_dir)
     wants = _ARITY.get(key)
     if wants is None:
         wants = _ARITY[key] = _wants_options(fn, key[1])

@@ -23,7 +23,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mst.config.models import Assertion
 from mst.config.resolved import ResolvedJudge
 from mst.grading.assertions import evaluate
-from mst.grading.judges import CaseView, Preference, TrialView, Verdict, prepared_call, to_preference, to_verdict
+from mst.grading.judges import (
+    CaseView,
+    PairVerdict,
+    Preference,
+    TrialView,
+    Verdict,
+    prepared_call,
+    to_preference,
+    to_verdict,
+)
 
 if TYPE_CHECKING:
     from mst.graders.config import GradersConfig
@@ -48,6 +57,7 @@ class JudgeOutcome:
     error: str | None = None
     usage: Mapping[str, Any] | None = None
     duration_ms: float | None = None
+    stream: bytes | None = None  # the judge's own event stream (JSONL), written beside the regrade
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +69,7 @@ class PairOutcome:
     error: str | None = None
     usage: Mapping[str, Any] | None = None
     duration_ms: float | None = None
+    stream: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,17 +129,18 @@ class LiveSource:
                                  judge.threshold)
         except Exception as exc:
             return JudgeOutcome(None, _describe(judge, exc), None, _ms(start))
-        return JudgeOutcome(verdict, None, verdict.usage, _ms(start))
+        return JudgeOutcome(verdict, None, verdict.usage, _ms(start), verdict.stream)
 
     def pairwise(self, judge: ResolvedJudge, case: CaseView, a: TrialView, b: TrialView) -> PairOutcome:
         start = time.perf_counter()
         try:
             fn, wants_options = prepared_call(judge, pairwise=True, base_dir=self.base_dir)
-            preference, reason = to_preference(
-                self._call(fn, (case, a, b, judge.options) if wants_options else (case, a, b)))
+            value = self._call(fn, (case, a, b, judge.options) if wants_options else (case, a, b))
+            preference, reason = to_preference(value)
         except Exception as exc:
             return PairOutcome(None, None, _describe(judge, exc), None, _ms(start))
-        return PairOutcome(preference, reason, None, None, _ms(start))
+        usage, stream = (value.usage, value.stream) if isinstance(value, PairVerdict) else (None, None)
+        return PairOutcome(preference, reason, None, usage, _ms(start), stream)
 
     def graders(self, trial: TrialView, config: GradersConfig, session: Sequence[Event],
                 manifest: dict[str, Any]) -> GradersOutcome:
