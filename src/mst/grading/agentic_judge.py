@@ -247,7 +247,7 @@ async def run_judge(judge: ResolvedJudge, cfg: AgenticJudgeConfig, root: Path, p
     if ending != COMPLETED:
         raise AgenticJudgeError(redactor.text(f"the {cfg.runtime} judge did not finish: {_why(ending)}"))
     stream = dumps_jsonl(redactor.value(rec.events) if redactor.active else rec.events)
-    return JudgeRun(answer, usage, stream)
+    return JudgeRun(redactor.value(answer), usage, stream)
 
 
 def _why(ending: Ending) -> str:
