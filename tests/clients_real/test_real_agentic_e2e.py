@@ -72,8 +72,8 @@ def timing_free(files: dict[str, Any]) -> dict[str, Any]:
     out = dict(files)
     for rel, events in files.items():
         if rel.startswith("judges/"):
-            out[rel] = sorted(json.dumps({**e, "provenance": {k: v for k, v in e["provenance"].items() if k != "index"}},
-                                         sort_keys=True) for e in events)
+            unplaced = [{**e, "provenance": {k: v for k, v in e["provenance"].items() if k != "index"}} for e in events]
+            out[rel] = sorted(json.dumps(e, sort_keys=True) for e in unplaced)
     return out
 
 

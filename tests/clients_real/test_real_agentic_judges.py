@@ -92,7 +92,7 @@ def graded(view: Any, resolved: Any, key: dict[str, str]) -> tuple[TrialGrading,
 
 
 def stream_events(grading: TrialGrading) -> list[dict[str, Any]]:
-    ((name, stream),) = grading.streams
+    ((_, stream),) = grading.streams
     events, _ = load_transcript(_write(stream))
     return list(events)
 
@@ -145,7 +145,8 @@ def test_claude_code_judge_failures_are_grading_errors(tmp_path: Path, own_tmp: 
     view = trial_on_disk(tmp_path)
     # A time-out: the model answers after the judge's time limit.
     anthropic.script("judge-slow", [slow(30, text("late"))])
-    slow_judge = judge(claude_settings(anthropic.anthropic_url, "judge-slow", timeLimitSeconds=3), ["ANTHROPIC_API_KEY"])
+    slow_judge = judge(claude_settings(anthropic.anthropic_url, "judge-slow", timeLimitSeconds=3),
+                       ["ANTHROPIC_API_KEY"])
     started = time.monotonic()
     timed_out, _ = graded(view, slow_judge, key)
     assert time.monotonic() - started < 20
@@ -170,7 +171,8 @@ def test_claude_code_pairwise_sees_neutral_sides_and_a_flip_is_a_tie(
     """The judge always prefers A: in the swapped order that is the other side, so the pair is a tie
     and both orders are recorded. Neither side's variant name reaches the judge."""
     model = "judge-pair"
-    anthropic.script(model, [tool("Read", {"file_path": "A/transcript.md"}), tool("Read", {"file_path": "B/transcript.md"}),
+    anthropic.script(model, [tool("Read", {"file_path": "A/transcript.md"}),
+                             tool("Read", {"file_path": "B/transcript.md"}),
                              tool("StructuredOutput", {"preference": "A", "reason": "A is better"}), text("done")])
     cand = trial_on_disk(tmp_path, "candidate-variant", answer="43 claw hammers.")
     base = trial_on_disk(tmp_path, "baseline-variant")
