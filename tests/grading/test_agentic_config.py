@@ -22,7 +22,7 @@ SETTINGS = {"runtime": "claude-code", "model": "anthropic:m", "rubric": "Right?"
 
 
 def test_exactly_one_kind_and_no_unknown_fields() -> None:
-    with pytest.raises(ValidationError, match="exactly one of 'code'.*'agentic'"):
+    with pytest.raises(ValidationError, match=r"exactly one of 'code'.*'agentic'"):
         JudgeConfig(id="j", code="m:f", agentic=SETTINGS)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="exactly one"):
         PairwiseConfig()
@@ -58,7 +58,7 @@ def test_needs_and_identity() -> None:
 
 def test_a_worker_whose_cli_reports_another_version_refuses(tmp_path: Path) -> None:
     judge = dataclasses.replace(_resolved(), version="1.0.0 (Claude Code)", identity="sha256:other")
-    with pytest.raises(JudgeLoadError, match="reports '.*'; the judge was resolved with '1.0.0 \\(Claude Code\\)'"):
+    with pytest.raises(JudgeLoadError, match=r"reports '.*'; the judge was resolved with '1\.0\.0 \(Claude Code\)'"):
         prepared_call(judge)
     outcome = LiveSource().judge(judge, _trial(), CaseView("c1", "p", None, {}, 1))
     assert outcome.verdict is None and "resolved with" in (outcome.error or "")

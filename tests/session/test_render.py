@@ -17,8 +17,9 @@ def _session(turns: int = 1) -> list[dict[str, object]]:
         rec.emit("tool.execution_start", {"toolCallId": f"t{i}", "toolName": "check_stock", "mcpServerName": "store",
                                           "input": {"sku": f"HAM-{i:03d}"}})
         ok = i % 2 == 0
+        said = {"output": '{"total": 42}'} if ok else {"error": "boom"}
         rec.emit("tool.execution_complete", {"toolCallId": f"t{i}", "toolName": "check_stock", "mcpServerName": "store",
-                                             "success": ok, **({"output": '{"total": 42}'} if ok else {"error": "boom"})})
+                                             "success": ok, **said})
     rec.emit("assistant.message", {"content": [{"type": "text", "text": "42 claw hammers are in stock."}]})
     rec.emit("session.result", {"answer": "42 claw hammers are in stock.", "ending": {"kind": "trial",
                                                                                       "outcome": "completed"}})
