@@ -33,7 +33,7 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -53,13 +53,13 @@ from mst.grading.judges import (
     CaseView,
     JudgeLoadError,
     JudgeReturnError,
-    PairVerdict,
     TrialView,
     Verdict,
     judge_identity,
     to_preference,
     to_verdict,
 )
+from mst.grading.sources import JudgeOutcome, PairOutcome, run_to_completion
 from mst.grading.workspace import workspace
 from mst.session.events import PHASE_JUDGE
 from mst.session.io import dumps_jsonl
@@ -175,54 +175,65 @@ def needs(judge: ResolvedJudge) -> tuple[tuple[str, ...], tuple[str, ...], tuple
     return tuple(judge.secrets), (settings(judge).argv_prefix()[0],), ()
 
 
-def make_callable(judge: ResolvedJudge, pairwise: bool) -> Callable[..., Any]:
-    """The judge as grading calls it: ``f(trial, options)`` or ``f(case, a, b, options)``.
+_CHECKED: set[str] = set()  # identities whose CLI version this process has checked
 
-    In a process that did not resolve it (a grade worker), the CLI's version is checked first:
-    grading with another version than the one resolved would break the judge's identity.
-    """
-    cfg = settings(judge)
+
+def _check_version(judge: ResolvedJudge, cfg: AgenticJudgeConfig) -> None:
+    """In a process that did not resolve the judge (a grade worker), the CLI must report the
+    version it was resolved with: grading with another would break the judge's identity."""
+    if judge.identity in _CHECKED:
+        return
     found = _version(judge.id, cfg)
     if found != judge.version:
         why = f"the {cfg.runtime} CLI here reports {found!r}; the judge was resolved with {judge.version!r}"
-        raise JudgeLoadError(judge.id, judge.target, why)
-    if pairwise:
-        async def compare(case: CaseView, a: TrialView, b: TrialView, options: Mapping[str, Any]) -> PairVerdict:
-            return await judge_pair(judge, cfg, case, a, b)
-        return compare
-
-    async def grade(trial: TrialView, options: Mapping[str, Any]) -> Verdict:
-        return await judge_trial(judge, cfg, trial)
-    return grade
+        raise AgenticJudgeError(why)
+    _CHECKED.add(judge.identity)
 
 
-# ---------------------------------------------------------------------------------------------
-# Judging
+def _describe(judge: ResolvedJudge, exc: BaseException) -> str:
+    what = str(exc) if isinstance(exc, AgenticJudgeError | JudgeLoadError) else f"{type(exc).__name__}: {exc}"
+    return f"judge {judge.id!r} (agentic {judge.target}): {what}"
 
 
-def _case_of(trial: TrialView) -> CaseView:
-    return CaseView(trial.case_id, trial.prompt or "", trial.expected, trial.metadata, 0)
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
 
 
-async def judge_trial(judge: ResolvedJudge, cfg: AgenticJudgeConfig, trial: TrialView) -> Verdict:
-    with workspace(_case_of(trial), [("", trial)], budget_chars=TRANSCRIPT_BUDGET_CHARS) as root:
-        run = await run_judge(judge, cfg, root, _TRIAL_PROMPT.format(rubric=cfg.rubric), VERDICT_SCHEMA)
+def judge(judge: ResolvedJudge, trial: TrialView, case: CaseView) -> JudgeOutcome:
+    """Grade one trial; any failure is this trial's grading error."""
+    start = time.perf_counter()
     try:
-        verdict = to_verdict(run.answer, judge.threshold)
-    except JudgeReturnError as exc:
-        raise AgenticJudgeError(f"the judge's verdict does not match its schema: {exc}") from None
-    return Verdict(verdict.passed, verdict.score, verdict.reason, run.usage, run.stream)
+        cfg = settings(judge)
+        _check_version(judge, cfg)
+        with workspace(case, [("", trial)], budget_chars=TRANSCRIPT_BUDGET_CHARS) as root:
+            run = run_to_completion(run_judge(judge, cfg, root, _TRIAL_PROMPT.format(rubric=cfg.rubric),
+                                              VERDICT_SCHEMA))
+        try:
+            verdict = to_verdict(run.answer, judge.threshold)
+        except JudgeReturnError as exc:
+            raise AgenticJudgeError(f"the judge's verdict does not match its schema: {exc}") from None
+    except Exception as exc:  # whatever went wrong, it is this trial's grading error
+        return JudgeOutcome(None, _describe(judge, exc), None, _ms(start))
+    return JudgeOutcome(Verdict(verdict.passed, verdict.score, verdict.reason, run.usage), None, run.usage,
+                        _ms(start), run.stream)
 
 
-async def judge_pair(judge: ResolvedJudge, cfg: AgenticJudgeConfig, case: CaseView, a: TrialView,
-                     b: TrialView) -> PairVerdict:
-    with workspace(case, [("A", a), ("B", b)], budget_chars=TRANSCRIPT_BUDGET_CHARS) as root:
-        run = await run_judge(judge, cfg, root, _PAIR_PROMPT.format(rubric=cfg.rubric), PREFERENCE_SCHEMA)
+def pairwise(judge: ResolvedJudge, case: CaseView, a: TrialView, b: TrialView) -> PairOutcome:
+    """One order of a comparison: ``a`` is shown as ``A/``, ``b`` as ``B/``."""
+    start = time.perf_counter()
     try:
-        preference, reason = to_preference(run.answer)
-    except JudgeReturnError as exc:
-        raise AgenticJudgeError(f"the judge's preference does not match its schema: {exc}") from None
-    return PairVerdict(preference, reason, run.usage, run.stream)
+        cfg = settings(judge)
+        _check_version(judge, cfg)
+        with workspace(case, [("A", a), ("B", b)], budget_chars=TRANSCRIPT_BUDGET_CHARS) as root:
+            run = run_to_completion(run_judge(judge, cfg, root, _PAIR_PROMPT.format(rubric=cfg.rubric),
+                                              PREFERENCE_SCHEMA))
+        try:
+            preference, reason = to_preference(run.answer)
+        except JudgeReturnError as exc:
+            raise AgenticJudgeError(f"the judge's preference does not match its schema: {exc}") from None
+    except Exception as exc:  # whatever went wrong, it is this comparison's grading error
+        return PairOutcome(None, None, _describe(judge, exc), None, _ms(start))
+    return PairOutcome(preference, reason, None, run.usage, _ms(start), run.stream)
 
 
 def _secrets(judge: ResolvedJudge) -> dict[str, str]:
@@ -344,8 +355,9 @@ __all__ = [
     "PREFERENCE_SCHEMA",
     "VERDICT_SCHEMA",
     "AgenticJudgeError",
-    "make_callable",
+    "judge",
     "needs",
+    "pairwise",
     "resolve",
     "run_judge",
     "runtime_version",

@@ -19,7 +19,7 @@ from typing import Any
 
 from mst.config.resolved import ResolvedCase, ResolvedJudge
 from mst.grading.context import CasePlan, GradingContext
-from mst.grading.judges import CaseView, Preference, TrialView, verdict_kind
+from mst.grading.judges import JUDGE_KINDS, CaseView, Preference, TrialView
 from mst.grading.sources import GradingSource, JudgeOutcome, PairOutcome
 from mst.runs.grading_records import (
     CaseComparison,
@@ -80,7 +80,7 @@ def _kept(keep: Keep | None, name: str, identity: str) -> VerdictRecord | None:
 def _judge_record(name: str, judge: ResolvedJudge, outcome: JudgeOutcome,
                   verdicts: list[VerdictRecord], errors: list[GradingError]) -> None:
     v = outcome.verdict
-    kind = verdict_kind(judge)
+    kind = judge.source if judge.source in JUDGE_KINDS else "code"
     if v is None:
         errors.append(GradingError(name, kind, judge.identity, outcome.error or "the judge gave no verdict"))
         return

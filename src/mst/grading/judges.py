@@ -75,17 +75,6 @@ class Verdict:
     score: float | None = None
     reason: str | None = None
     usage: Mapping[str, Any] | None = None
-    stream: bytes | None = None  # the judge's own event stream (JSONL), kept in the regrade for audit
-
-
-@dataclass(frozen=True, slots=True)
-class PairVerdict:
-    """What a pairwise judge decided, with what it cost and its own event stream (agentic judges)."""
-
-    preference: Preference
-    reason: str | None = None
-    usage: Mapping[str, Any] | None = None
-    stream: bytes | None = None
 
 
 def to_verdict(value: Any, threshold: float) -> Verdict:
@@ -145,8 +134,6 @@ def to_verdict(value: Any, threshold: float) -> Verdict:
 def to_preference(value: Any) -> tuple[Preference, str | None]:
     """Normalise a pairwise judge's return: ``"A"``/``"B"``/``"tie"``, a tuple with a reason, or a dict."""
     reason: Any = None
-    if isinstance(value, PairVerdict):
-        return value.preference, value.reason
     if isinstance(value, tuple):
         if len(value) != 2:
             raise JudgeReturnError("a pairwise judge returning a tuple must return (preference, reason)")
@@ -503,12 +490,24 @@ def _import_plugin(judge_id: str, name: str) -> tuple[Callable[..., Any], str]:
     return fn, dist_version(ep)
 
 
+# Judge kinds other than code: the config field that selects each, and the module that runs it
+# (``resolve(cfg)``, ``judge(judge, trial, case)``, ``pairwise(judge, case, a, b)``, ``needs(judge)``).
+# A resolved judge's ``source`` is its kind's name.
+JUDGE_KINDS: Final[dict[str, str]] = {"agentic": "mst.grading.agentic_judge"}
+
+
+def kind_module(source: str) -> Any | None:
+    """The module running judges of ``source``'s kind, or None for code and plugin judges."""
+    name = JUDGE_KINDS.get(source)
+    return importlib.import_module(name) if name is not None else None
+
+
 def resolve_judge(cfg: JudgeConfig | PairwiseConfig, base_dir: Path) -> ResolvedJudge:
     """Load a configured judge once and give it its identity; raises :class:`JudgeLoadError`."""
-    made = next((k for k in MADE_KINDS if getattr(cfg, k, None) is not None), None)
-    if made is not None:
-        resolved: ResolvedJudge = _made_kind(made).resolve(cfg)
-        return resolved
+    for kind in JUDGE_KINDS:
+        if getattr(cfg, kind, None) is not None:
+            resolved: ResolvedJudge = kind_module(kind).resolve(cfg)  # type: ignore[union-attr]
+            return resolved
     kind = "pairwise" if isinstance(cfg, PairwiseConfig) else "judge"
     threshold = cfg.threshold if isinstance(cfg, JudgeConfig) else PAIRWISE_THRESHOLD
     if cfg.code is not None:
@@ -544,21 +543,6 @@ def _wants_options(fn: Callable[..., Any], fixed: int) -> bool:
     return any(p.kind == p.VAR_POSITIONAL for p in params) or len(positional) > fixed
 
 
-# Judge kinds made from their resolved definition rather than imported code: the config field
-# that selects the kind (also its ResolvedJudge.source) -> the module that resolves and runs it.
-MADE_KINDS: Final[dict[str, str]] = {"agentic": "mst.grading.agentic_judge"}
-
-
-def _made_kind(kind: str) -> Any:
-    return importlib.import_module(MADE_KINDS[kind])
-
-
-def verdict_kind(judge: ResolvedJudge) -> str:
-    """The ``kind`` a judge's verdicts are recorded with: ``code`` (code and plugin judges) or its own kind."""
-    return judge.source if judge.source in MADE_KINDS else "code"
-
-
-_MADE: dict[tuple[str, int], Callable[..., Any]] = {}
 _CALLABLES: dict[str, Callable[..., Any]] = {}
 _ARITY: dict[tuple[str, int], bool] = {}
 _CACHE_LOCK = threading.Lock()
@@ -594,13 +578,8 @@ def prepared_call(
     judge: ResolvedJudge, *, pairwise: bool = False, base_dir: Path | None = None
 ) -> tuple[Callable[..., Any], bool]:
     """(callable, whether to pass ``options``), for the grading sources; both cached."""
-    key = (judge.identity, 3 if pairwise else 1)
-    if judge.source in MADE_KINDS:  # made from its definition, not imported: always given its options
-        made = _MADE.get(key)
-        if made is None:
-            made = _MADE[key] = _made_kind(judge.source).make_callable(judge, pairwise)
-        return made, True
     fn = load_callable(judge, base_dir)
+    key = (judge.identity, 3 if pairwise else 1)
     wants = _ARITY.get(key)
     if wants is None:
         wants = _ARITY[key] = _wants_options(fn, key[1])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,10 +26,10 @@ from mst.config.resolved import ResolvedJudge
 from mst.grading.assertions import evaluate
 from mst.grading.judges import (
     CaseView,
-    PairVerdict,
     Preference,
     TrialView,
     Verdict,
+    kind_module,
     prepared_call,
     to_preference,
     to_verdict,
@@ -112,7 +113,6 @@ class LiveSource:
 
     def __init__(self, base_dir: Path | None = None) -> None:
         self.base_dir = base_dir
-        self._threads: ThreadPoolExecutor | None = None
 
     def assertion(self, name: str, identity: str, assertion: Assertion, trial: TrialView) -> AssertionOutcome:
         try:
@@ -122,6 +122,10 @@ class LiveSource:
         return AssertionOutcome(passed, reason)
 
     def judge(self, judge: ResolvedJudge, trial: TrialView, case: CaseView) -> JudgeOutcome:
+        kind = kind_module(judge.source)
+        if kind is not None:
+            outcome: JudgeOutcome = kind.judge(judge, trial, case)
+            return outcome
         start = time.perf_counter()
         try:
             fn, wants_options = prepared_call(judge, base_dir=self.base_dir)
@@ -129,18 +133,21 @@ class LiveSource:
                                  judge.threshold)
         except Exception as exc:
             return JudgeOutcome(None, _describe(judge, exc), None, _ms(start))
-        return JudgeOutcome(verdict, None, verdict.usage, _ms(start), verdict.stream)
+        return JudgeOutcome(verdict, None, verdict.usage, _ms(start))
 
     def pairwise(self, judge: ResolvedJudge, case: CaseView, a: TrialView, b: TrialView) -> PairOutcome:
+        kind = kind_module(judge.source)
+        if kind is not None:
+            outcome: PairOutcome = kind.pairwise(judge, case, a, b)
+            return outcome
         start = time.perf_counter()
         try:
             fn, wants_options = prepared_call(judge, pairwise=True, base_dir=self.base_dir)
-            value = self._call(fn, (case, a, b, judge.options) if wants_options else (case, a, b))
-            preference, reason = to_preference(value)
+            preference, reason = to_preference(
+                self._call(fn, (case, a, b, judge.options) if wants_options else (case, a, b)))
         except Exception as exc:
             return PairOutcome(None, None, _describe(judge, exc), None, _ms(start))
-        usage, stream = (value.usage, value.stream) if isinstance(value, PairVerdict) else (None, None)
-        return PairOutcome(preference, reason, None, usage, _ms(start), stream)
+        return PairOutcome(preference, reason, None, None, _ms(start))
 
     def graders(self, trial: TrialView, config: GradersConfig, session: Sequence[Event],
                 manifest: dict[str, Any]) -> GradersOutcome:
@@ -151,20 +158,27 @@ class LiveSource:
 
     def _call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         value = fn(*args)
-        return self._run_blocking(value) if inspect.isawaitable(value) else value
+        return run_to_completion(value) if inspect.isawaitable(value) else value
 
-    def _run_blocking(self, awaitable: Awaitable[Any]) -> Any:
-        """Run an async judge from sync code, also when the caller is inside an event loop."""
-        async def wrap() -> Any:
-            return await awaitable
 
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(wrap())
-        if self._threads is None:
-            self._threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mst-judge")
-        return self._threads.submit(asyncio.run, wrap()).result()
+_THREADS: list[ThreadPoolExecutor] = []
+_THREADS_LOCK = threading.Lock()
+
+
+def run_to_completion(awaitable: Awaitable[Any]) -> Any:
+    """Run an async judge from sync code, also when the caller is inside an event loop (then in a
+    helper thread of one shared pool, made on first need)."""
+    async def wrap() -> Any:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wrap())
+    with _THREADS_LOCK:
+        if not _THREADS:
+            _THREADS.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="mst-judge"))
+    return _THREADS[0].submit(asyncio.run, wrap()).result()
 
 
 __all__ = [
@@ -174,4 +188,5 @@ __all__ = [
     "JudgeOutcome",
     "LiveSource",
     "PairOutcome",
+    "run_to_completion",
 ]
