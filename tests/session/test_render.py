@@ -29,12 +29,12 @@ def _session(turns: int = 1) -> list[dict[str, object]]:
 def test_messages_tool_calls_and_requests_are_shown() -> None:
     text = render_transcript(_session(2))  # type: ignore[arg-type]
     assert "session.format" not in text
-    assert "### User\n\nHow many claw hammers are in stock?" in text
+    assert "**User:** How many claw hammers are in stock?" in text
     assert "### Tool call `store/check_stock` (id t0)" in text and '{"sku":"HAM-000"}' in text
     assert "### Tool result `store/check_stock` (id t0, ok)" in text and '{"total": 42}' in text
     assert "### Tool result `store/check_stock` (id t1, failed)" in text and "Error:\n```\nboom\n```" in text
     assert "_Model request: m1, 100 input tokens, 7 output tokens_" in text
-    assert "### Assistant\n\n42 claw hammers are in stock." in text
+    assert "**Assistant:** 42 claw hammers are in stock." in text
     assert "### Result: completed" in text
     assert "[…" not in text
 
@@ -43,7 +43,7 @@ def test_other_phases_are_named_and_unknown_events_still_shown() -> None:
     judge = make_event("assistant.message", {"content": "I judge"}, component="judge", phase="judge")
     odd = make_event("mcp.server", {"name": "store", "status": "connected"}, component="agent")
     text = render_transcript([judge, odd])  # type: ignore[list-item]
-    assert "### Assistant (judge)" in text and '_mcp.server: {"name":"store","status":"connected"}_' in text
+    assert "**Assistant (judge):** I judge" in text and '_mcp.server: {"name":"store","status":"connected"}_' in text
 
 
 def test_a_fence_inside_a_value_cannot_end_its_block() -> None:
@@ -58,11 +58,11 @@ def test_over_budget_the_middle_is_cut_behind_a_marker() -> None:
     budget = len(whole) // 5
     cut = render_transcript(events, budget_chars=budget)  # type: ignore[arg-type]
     assert len(cut) <= budget
-    assert cut.startswith("### User\n\nHow many claw hammers are in stock?")  # the task survives
+    assert cut.startswith("**User:** How many claw hammers are in stock?")  # the task survives
     assert cut.rstrip().endswith("```")  and "### Result: completed" in cut  # so does the end
     (line,) = [ln for ln in cut.splitlines() if ln.startswith("[…")]
     n = int(re.search(r"\[… (\d+) events cut", line).group(1))  # type: ignore[union-attr]
     assert line == CUT_MARKER.format(n=n)
-    shown = cut.count("\n### ") + cut.count("\n_Model request") + 1
+    shown = cut.count("\n### ") + cut.count("\n_Model request") + cut.count("**User:**") + cut.count("\n**Assistant:**")
     assert shown + n == len(events) - 1  # every event but the format header: shown or counted as cut
     assert render_transcript(events, budget_chars=len(whole)) == whole  # at the budget: nothing cut

@@ -70,11 +70,11 @@ def _phase(event: Event) -> str:
 
 
 def _user(d: Mapping[str, Any], e: Event) -> str:
-    return f"### User{_phase(e)}\n\n{_text(d.get('content'))}"
+    return f"**User{_phase(e)}:** {_text(d.get('content'))}"
 
 
 def _assistant(d: Mapping[str, Any], e: Event) -> str:
-    return f"### Assistant{_phase(e)}\n\n{_text(d.get('content'))}"
+    return f"**Assistant{_phase(e)}:** {_text(d.get('content'))}"
 
 
 def _tool_name(d: Mapping[str, Any]) -> str:
