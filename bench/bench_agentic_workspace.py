@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--copy", action="store_true", help="copy instead of linking (another filesystem)")
     args = parser.parse_args()
     if args.copy:
-        def no_link(src: str, dst: str) -> None:
+        def no_link(src: str, dst: str, **_: object) -> None:
             raise OSError(errno.EXDEV, "cross-device link")
         os.link = no_link  # type: ignore[assignment]
     with tempfile.TemporaryDirectory(prefix="mst-bench-ws-") as tmp:

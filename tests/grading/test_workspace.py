@@ -67,7 +67,7 @@ def test_pairwise_sides_are_neutral_folders(tmp_path: Path) -> None:
 def test_files_are_copied_where_they_cannot_be_linked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     trial = trial_on_disk(tmp_path / "run")
 
-    def no_links(src: str, dst: str) -> None:
+    def no_links(src: str, dst: str, **_: object) -> None:
         raise OSError(errno.EXDEV, "Invalid cross-device link")
 
     monkeypatch.setattr(os, "link", no_links)

@@ -58,34 +58,55 @@ def _counted(placed: Placed, linked: int, copied: int) -> Placed:
     return Placed(placed.linked + linked, placed.copied + copied)
 
 
+_CANNOT_LINK: Final = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EACCES})
+
+
+def _copy(src: str, dst: str) -> None:
+    shutil.copyfile(src, dst)
+    os.chmod(dst, _FILE_MODE)
+
+
 def _place(src: str, dst: str) -> bool:
     """Hard-link ``src`` at ``dst``; copy it when the filesystem cannot link. True when linked."""
     try:
         os.link(src, dst)
         return True
     except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EACCES):
+        if exc.errno not in _CANNOT_LINK:
             raise
-    shutil.copyfile(src, dst)
-    os.chmod(dst, _FILE_MODE)
+    _copy(src, dst)
     return False
 
 
 def _place_tree(src: str, dst: str) -> tuple[int, int]:
-    """Mirror the tree ``src`` at ``dst`` (folders made, files linked); symlinks are not followed."""
+    """Mirror the tree ``src`` at ``dst`` (folders made, files linked); symlinks are not followed.
+
+    Links are made relative to open folder descriptors: the kernel then walks one name per link,
+    not the run's whole path, which is most of a link's cost in a deep run directory.
+    """
     os.mkdir(dst)
     linked = copied = 0
-    with os.scandir(src) as entries:
-        for entry in entries:
-            target = f"{dst}/{entry.name}"
-            if entry.is_dir(follow_symlinks=False):
-                sub = _place_tree(entry.path, target)
-                linked, copied = linked + sub[0], copied + sub[1]
-            elif entry.is_file(follow_symlinks=False):
-                if _place(entry.path, target):
-                    linked += 1
-                else:
-                    copied += 1
+    src_fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
+    dst_fd = os.open(dst, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with os.scandir(src_fd) as entries:
+            for entry in entries:
+                name = entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    sub = _place_tree(f"{src}/{name}", f"{dst}/{name}")
+                    linked, copied = linked + sub[0], copied + sub[1]
+                elif entry.is_file(follow_symlinks=False):
+                    try:
+                        os.link(name, name, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
+                        linked += 1
+                    except OSError as exc:
+                        if exc.errno not in _CANNOT_LINK:
+                            raise
+                        _copy(f"{src}/{name}", f"{dst}/{name}")
+                        copied += 1
+    finally:
+        os.close(src_fd)
+        os.close(dst_fd)
     os.chmod(dst, _DIR_MODE)
     return linked, copied
 
