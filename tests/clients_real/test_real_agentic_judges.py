@@ -29,12 +29,13 @@ from agentic_helpers import (
     trial_on_disk,
     verdict_json,
 )
-from fake_provider import FakeProvider, serve, slow, text, tool
+from fake_provider import FakeProvider, serve, slow, status, text, tool
 from fake_responses import FakeResponses, serve_responses
 from real_helpers import cmdlines_with
 from tests.realtools import tool as real_tool
 
 from mst.config.secrets import in_environment
+from mst.grading import agentic_judge
 from mst.grading.agentic_judge import runtime_version
 from mst.grading.grade import compare_pairwise, grade_trial
 from mst.grading.sources import LiveSource
@@ -162,6 +163,22 @@ def test_claude_code_judge_failures_are_grading_errors(tmp_path: Path, own_tmp: 
         assert grading.status == "ungraded" and grading.passed is None and not grading.verdicts, grading
         (error,) = grading.errors
         assert error.kind == "agentic" and words in error.message and CANARY not in error.message, error
+    assert workspaces(own_tmp) == []
+
+
+def test_a_provider_failure_the_cli_gave_up_on_runs_the_judge_again(
+    tmp_path: Path, own_tmp: Path, anthropic: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Code told not to retry (CLAUDE_CODE_MAX_RETRIES=0) gives up on a 429 at once; the judge
+    runs again after each pause of its back-off, then the 429 is the trial's grading error."""
+    monkeypatch.setattr(agentic_judge, "BACKOFF_S", (0.05, 0.05))
+    anthropic.script("judge-429", [status(429, "Rate limit reached", **{"retry-after": "0"})])
+    limited = judge(claude_settings(anthropic.anthropic_url, "judge-429", env={
+        "ANTHROPIC_BASE_URL": anthropic.anthropic_url, "CLAUDE_CODE_MAX_RETRIES": "0"}), ["ANTHROPIC_API_KEY"])
+    grading, _ = graded(trial_on_disk(tmp_path), limited, {"ANTHROPIC_API_KEY": CANARY})
+    assert len(bodies(anthropic, "judge-429")) == 3  # the first run and two more
+    (error,) = grading.errors
+    assert grading.status == "ungraded" and "provider-api" in error.message, error
     assert workspaces(own_tmp) == []
 
 

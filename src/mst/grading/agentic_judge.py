@@ -28,6 +28,7 @@ version refuses to grade with it.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import subprocess
@@ -70,6 +71,7 @@ SOURCE: Final = "agentic"
 VERSION_TIMEOUT_S: Final = 60.0
 READ_ONLY_TOOLS: Final = "Read,Grep,Glob"  # Claude Code's tools that read and never write or run
 TRANSCRIPT_BUDGET_CHARS: Final = 2_000_000  # transcript.md; the JSONL beside it is always whole
+BACKOFF_S: tuple[float, ...] = (2.0, 8.0)  # pauses before running a judge again (see run_judge)
 
 VERDICT_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
@@ -243,22 +245,37 @@ def _secrets(judge: ResolvedJudge) -> dict[str, str]:
 
 async def run_judge(judge: ResolvedJudge, cfg: AgenticJudgeConfig, root: Path, prompt: str,
                     schema: Mapping[str, Any]) -> JudgeRun:
-    """Run the judge's CLI once in ``root``: the one place a judge CLI is started."""
+    """Run the judge's CLI in ``root``: the one place a judge CLI is started.
+
+    The CLIs retry a failed model request themselves, honouring the provider's ``retry-after``
+    (Claude Code's ``CLAUDE_CODE_MAX_RETRIES``, Codex's ``request_max_retries``). When one gives up
+    on a 429, a 5xx or the network, the whole run is tried again after :data:`BACKOFF_S`; its
+    events stay in the one stream, so the audit shows every try.
+    """
     # judge access: slot + credential (fleet)
     secrets = _secrets(judge)
     redactor = Redactor.of(secrets)
     rec = TranscriptRecorder(f"judge:{cfg.runtime}", phase=PHASE_JUDGE)
     started = time.monotonic()
     runner = _run_claude if cfg.runtime == "claude-code" else _run_codex
-    try:
-        ending, answer, usage = await runner(cfg, root, prompt, schema, secrets, rec)
-    except AgenticJudgeError as exc:
-        raise AgenticJudgeError(redactor.text(str(exc))) from None
+    for pause in (*BACKOFF_S, None):
+        try:
+            ending, answer, usage = await runner(cfg, root, prompt, schema, secrets, rec)
+        except AgenticJudgeError as exc:
+            raise AgenticJudgeError(redactor.text(str(exc))) from None
+        if pause is None or not _transient(ending):
+            break
+        await asyncio.sleep(pause)
     usage = {"model": cfg.model, **usage, "latencyMs": int((time.monotonic() - started) * 1000)}
     if ending != COMPLETED:
         raise AgenticJudgeError(redactor.text(f"the {cfg.runtime} judge did not finish: {_why(ending)}"))
     stream = dumps_jsonl(redactor.value(rec.events) if redactor.active else rec.events)
     return JudgeRun(redactor.value(answer), usage, stream)
+
+
+def _transient(ending: Ending) -> bool:
+    """A provider's 429 / 5xx or a network failure the CLI gave up on: worth another run."""
+    return isinstance(ending, Infrastructure) and ending.retryable and ending.what in ("provider-api", "network")
 
 
 def _why(ending: Ending) -> str:
