@@ -53,9 +53,8 @@ class Placed:
     linked: int = 0
     copied: int = 0
 
-
-def _counted(placed: Placed, linked: int, copied: int) -> Placed:
-    return Placed(placed.linked + linked, placed.copied + copied)
+    def __add__(self, other: Placed) -> Placed:
+        return Placed(self.linked + other.linked, self.copied + other.copied)
 
 
 _CANNOT_LINK: Final = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EACCES})
@@ -78,7 +77,7 @@ def _place(src: str, dst: str) -> bool:
     return False
 
 
-def _place_tree(src: str, dst: str) -> tuple[int, int]:
+def _place_tree(src: str, dst: str) -> Placed:
     """Mirror the tree ``src`` at ``dst`` (folders made, files linked); symlinks are not followed.
 
     Links are made relative to open folder descriptors: the kernel then walks one name per link,
@@ -94,7 +93,7 @@ def _place_tree(src: str, dst: str) -> tuple[int, int]:
                 name = entry.name
                 if entry.is_dir(follow_symlinks=False):
                     sub = _place_tree(f"{src}/{name}", f"{dst}/{name}")
-                    linked, copied = linked + sub[0], copied + sub[1]
+                    linked, copied = linked + sub.linked, copied + sub.copied
                 elif entry.is_file(follow_symlinks=False):
                     try:
                         os.link(name, name, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
@@ -108,7 +107,7 @@ def _place_tree(src: str, dst: str) -> tuple[int, int]:
         os.close(src_fd)
         os.close(dst_fd)
     os.chmod(dst, _DIR_MODE)
-    return linked, copied
+    return Placed(linked, copied)
 
 
 def _write(path: str, data: bytes) -> None:
@@ -127,7 +126,8 @@ def _place_trial(trial: TrialView, folder: str, budget_chars: int | None) -> Pla
     placed = Placed()
     path = trial.transcript_path
     if path is not None:
-        placed = _counted(placed, 1, 0) if _place(str(path), f"{folder}/transcript.jsonl") else _counted(placed, 0, 1)
+        linked = _place(str(path), f"{folder}/transcript.jsonl")
+        placed = Placed(1, 0) if linked else Placed(0, 1)
     try:
         events: Sequence[Any] = trial.events
     except Exception:  # no readable transcript: the judge sees that it has none, never an empty one
@@ -136,8 +136,7 @@ def _place_trial(trial: TrialView, folder: str, budget_chars: int | None) -> Pla
         _write(f"{folder}/transcript.md", render_transcript(events, budget_chars=budget_chars).encode())
     artifacts = trial.artifacts_dir
     if artifacts is not None and artifacts.is_dir():
-        linked, copied = _place_tree(str(artifacts), f"{folder}/artifacts")
-        placed = _counted(placed, linked, copied)
+        placed = placed + _place_tree(str(artifacts), f"{folder}/artifacts")
     return placed
 
 
@@ -177,7 +176,7 @@ def build(case: CaseView, sides: Sequence[tuple[str, TrialView]], *, budget_char
             folder = f"{root}/{label}" if label else root
             if label:
                 os.mkdir(folder)
-            placed = _counted(placed, *_totals(_place_trial(trial, folder, budget_chars)))
+            placed = placed + _place_trial(trial, folder, budget_chars)
             if label:
                 os.chmod(folder, _DIR_MODE)
         os.chmod(root, _DIR_MODE)
@@ -185,10 +184,6 @@ def build(case: CaseView, sides: Sequence[tuple[str, TrialView]], *, budget_char
         remove(Path(root))
         raise
     return Path(root), placed
-
-
-def _totals(placed: Placed) -> tuple[int, int]:
-    return placed.linked, placed.copied
 
 
 def remove(root: Path) -> None:
