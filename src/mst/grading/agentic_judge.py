@@ -17,9 +17,9 @@ A judge run (docs/grading.md, "Agentic judges"):
 
 Keys reach the CLI by its environment only: the names in the judge's ``secrets`` are in the
 grading process's environment while judges run, never in argv or a file; they are redacted from
-the stream and from every error. A crashed CLI, a time-out or a verdict that does not parse raises
-:class:`AgenticJudgeError`, which grading records as a grading error (the trial is ungraded and
-``mst grade --resume`` grades it again).
+the stream, the verdict's reason and every error. A crashed CLI, a time-out or a verdict that does
+not parse is the trial's (or the comparison's) grading error, returned in its outcome: the trial
+is ungraded and ``mst grade --resume`` grades it again.
 
 A judge's identity digests its runtime, the runtime's ``--version``, model, rubric and limits,
 so a new CLI version or a changed rubric regrades, and a grade worker whose CLI reports another
@@ -159,7 +159,7 @@ def resolve(cfg: JudgeConfig | PairwiseConfig) -> ResolvedJudge:
     assert cfg.agentic is not None
     agentic = cfg.agentic
     pairwise = isinstance(cfg, PairwiseConfig)
-    threshold = PAIRWISE_THRESHOLD if pairwise else cfg.threshold  # type: ignore[union-attr]
+    threshold = cfg.threshold if isinstance(cfg, JudgeConfig) else PAIRWISE_THRESHOLD
     options = agentic.model_dump(mode="json")
     version = _version(cfg.id, agentic)
     identity = judge_identity(id=cfg.id, target=agentic.runtime, source=SOURCE, options=options,
