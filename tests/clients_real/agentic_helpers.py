@@ -6,9 +6,12 @@ Imported as a module (not a conftest) so its names cannot clash with other test 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fake_responses import write_codex_home
 from tests.realtools import tool as real_tool
 
@@ -19,6 +22,16 @@ from mst.session.events import make_event
 from mst.session.io import dumps_jsonl
 
 CANARY = "sk-canary-agentic-7c41d2e9"
+
+
+def server_fixture(name: str, serve: Callable[[], AbstractContextManager[Any]]) -> Any:
+    """A module-scoped fixture ``name`` serving one fake provider to a test module's tests."""
+    @pytest.fixture(scope="module", name=name)
+    def fixture() -> Iterator[Any]:
+        with serve() as fake:
+            yield fake
+
+    return fixture
 ANSWER = "42 claw hammers are in stock."
 
 

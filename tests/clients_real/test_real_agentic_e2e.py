@@ -9,12 +9,11 @@ one write the same files, the judges' own event streams included (docs/run-direc
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agentic_helpers import CANARY, claude_settings, codex_home_for, codex_settings
+from agentic_helpers import CANARY, claude_settings, codex_home_for, codex_settings, server_fixture
 from fake_provider import FakeProvider, serve, text, tool
 from fake_responses import FakeResponses, serve_responses
 from tests.helpers import basic_eval, load, mock_variant, run_cli, write_eval
@@ -26,16 +25,8 @@ REVIEW = "judge-e2e-review"
 PAIR = "judge-e2e-pair"
 
 
-@pytest.fixture(scope="module")
-def anthropic() -> Iterator[FakeProvider]:
-    with serve() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
-def responses() -> Iterator[FakeResponses]:
-    with serve_responses() as fake:
-        yield fake
+anthropic = server_fixture("anthropic", serve)
+responses = server_fixture("responses", serve_responses)
 
 
 def agentic_eval(tmp: Path, anthropic: FakeProvider, responses: FakeResponses) -> Path:

@@ -12,7 +12,6 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from agentic_helpers import (
     codex_settings,
     judge,
     pairwise,
+    server_fixture,
     trial_on_disk,
     verdict_json,
 )
@@ -45,16 +45,8 @@ from mst.session.io import load_transcript
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def anthropic() -> Iterator[FakeProvider]:
-    with serve() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
-def responses() -> Iterator[FakeResponses]:
-    with serve_responses() as fake:
-        yield fake
+anthropic = server_fixture("anthropic", serve)
+responses = server_fixture("responses", serve_responses)
 
 
 @pytest.fixture(autouse=True)
