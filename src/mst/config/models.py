@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mst.config.judge_agentic import AgenticJudgeConfig
 from mst.config.judge_limits import JudgeLimit
 from mst.config.judge_llm import LlmJudgeConfig
 
@@ -103,12 +104,13 @@ Assertion = Annotated[
 # --- judges -----------------------------------------------------------------------------------
 
 
-def _sources(cfg: JudgeConfig | PairwiseConfig) -> None:
-    """Exactly one source: code, plugin or llm (docs/grading.md, "Judges")."""
-    given = [name for name in ("code", "plugin", "llm") if getattr(cfg, name) is not None]
-    if len(given) != 1:
-        raise ValueError("give exactly one of 'code' (module:function), 'plugin' (entry point name) "
-                         "or 'llm' (a model judge)")
+_ONE_SOURCE = ("give exactly one of 'code' (module:function), 'plugin' (entry point name), 'llm' (a model "
+               "judge) or 'agentic' (a Claude Code or Codex judge)")
+
+
+def _sources(judge: JudgeConfig | PairwiseConfig) -> int:
+    """How many of a judge's kinds are given: exactly one must be (docs/grading.md, "Judges")."""
+    return sum(value is not None for value in (judge.code, judge.plugin, judge.llm, judge.agentic))
 
 
 class JudgeConfig(Strict):
@@ -125,9 +127,12 @@ class JudgeConfig(Strict):
         description="Names of --secrets-file entries this judge reads from its environment; judges get no others.",
     )
 
+    agentic: AgenticJudgeConfig | None = Field(None, description="A Claude Code or Codex CLI judge (docs/grading.md).")
+
     @model_validator(mode="after")
     def _one_source(self) -> JudgeConfig:
-        _sources(self)
+        if _sources(self) != 1:
+            raise ValueError(_ONE_SOURCE)
         if self.code is not None and ":" not in self.code:
             raise ValueError("'code' must look like module:function")
         return self
@@ -146,9 +151,12 @@ class PairwiseConfig(Strict):
         description="Names of --secrets-file entries this judge reads from its environment; judges get no others.",
     )
 
+    agentic: AgenticJudgeConfig | None = Field(None, description="A Claude Code or Codex CLI judge (docs/grading.md).")
+
     @model_validator(mode="after")
     def _one_source(self) -> PairwiseConfig:
-        _sources(self)
+        if _sources(self) != 1:
+            raise ValueError(_ONE_SOURCE)
         return self
 
 

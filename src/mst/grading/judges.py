@@ -494,7 +494,7 @@ def _import_plugin(judge_id: str, name: str) -> tuple[Callable[..., Any], str]:
 # (``resolve(cfg)``, ``judge(judge, trial, case, access)``, ``pairwise(judge, case, a, b, access)``,
 # ``needs(judge)``: registered for the preflight by :mod:`mst.grading.preflight`).
 # A resolved judge's ``source`` is its kind's name.
-JUDGE_KINDS: Final[dict[str, str]] = {"llm": "mst.grading.llm_judge"}
+JUDGE_KINDS: Final[dict[str, str]] = {"llm": "mst.grading.llm_judge", "agentic": "mst.grading.agentic_judge"}
 
 
 def kind_module(source: str) -> Any | None:

@@ -170,6 +170,8 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
 
     def grade_one(key: Key, view: TrialView, attempt_try: int) -> tuple[TrialGrading, dict[str, Any]]:
         grading = grade_trial(view, cases[key[1]], source, keep=plan.keep.get(key), context=context)
+        for judge, stream in grading.streams:
+            _write_stream(run, RunPaths.judge_stream_rel(judge, key[0], key[1], str(key[2])), stream, context)
         if grading.output is not None:
             _write_grader_files(run, key, grading.output, context)
             grading = grading.with_graders_path(RunPaths.graders_rel(*key))
@@ -256,9 +258,20 @@ def _pairwise_job(run: Run, resolved: ResolvedEval, candidate: str, case: Resolv
     def job() -> tuple[CaseComparison, dict[str, Any]]:
         result = compare_pairwise(case, cand, base, judge, source, keep=earlier, candidate=candidate,
                                   baseline=baseline, context=context)
+        for name, stream in result.streams:
+            _write_stream(run, RunPaths.judge_stream_rel(judge.id, candidate, case.id, name), stream, context)
         return _redacted(result.with_tries(tries), context)
 
     return job
+
+
+def _write_stream(run: Run, rel: str, stream: bytes, context: GradingContext) -> None:
+    """A judge's own event stream, kept for audit; like grader files, written before its record."""
+    path = f"{run.root}/{rel}"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if context.redactor.active:
+        stream = context.redactor.text(stream.decode("utf-8", errors="replace")).encode()
+    write_trial_file(path, stream)
 
 
 def _write_grader_files(run: Run, key: Key, output: GraderOutput, context: GradingContext) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -59,6 +60,7 @@ class JudgeOutcome:
     error: str | None = None
     usage: Mapping[str, Any] | None = None
     duration_ms: float | None = None
+    stream: bytes | None = None  # the judge's own event stream (JSONL), written beside the regrade
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,7 @@ class PairOutcome:
     error: str | None = None
     usage: Mapping[str, Any] | None = None
     duration_ms: float | None = None
+    stream: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +118,6 @@ class LiveSource:
     def __init__(self, base_dir: Path | None = None, access: JudgeAccess | None = None) -> None:
         self.base_dir = base_dir
         self.access = access if access is not None else JudgeAccess()
-        self._threads: ThreadPoolExecutor | None = None
 
     def assertion(self, name: str, identity: str, assertion: Assertion, trial: TrialView) -> AssertionOutcome:
         try:
@@ -162,21 +164,28 @@ class LiveSource:
     def _call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         with using(self.access):
             value = fn(*args)
-            return self._run_blocking(value) if inspect.isawaitable(value) else value
+            return run_to_completion(value) if inspect.isawaitable(value) else value
 
-    def _run_blocking(self, awaitable: Awaitable[Any]) -> Any:
-        """Run an async judge from sync code, also when the caller is inside an event loop."""
-        async def wrap() -> Any:
-            return await awaitable
 
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(wrap())
-        if self._threads is None:
-            self._threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mst-judge")
-        context = contextvars.copy_context()  # the helper thread sees this grading's access too
-        return self._threads.submit(context.run, asyncio.run, wrap()).result()
+_THREADS: list[ThreadPoolExecutor] = []
+_THREADS_LOCK = threading.Lock()
+
+
+def run_to_completion(awaitable: Awaitable[Any]) -> Any:
+    """Run an async judge from sync code, also when the caller is inside an event loop (then in a
+    helper thread of one shared pool, made on first need)."""
+    async def wrap() -> Any:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wrap())
+    with _THREADS_LOCK:
+        if not _THREADS:
+            _THREADS.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="mst-judge"))
+    context = contextvars.copy_context()  # the helper thread sees this grading's judge access too
+    return _THREADS[0].submit(context.run, asyncio.run, wrap()).result()
 
 
 __all__ = [
@@ -186,4 +195,5 @@ __all__ = [
     "JudgeOutcome",
     "LiveSource",
     "PairOutcome",
+    "run_to_completion",
 ]

@@ -158,6 +158,9 @@ class TrialGrading:
     graders_path: str | None = None
     output: GraderOutput | None = field(default=None, compare=False, repr=False)
     try_number: int | None = None  # the attempt's try graded; None in records older than the field
+    # The judges' own event streams made by this grading, (judge name, JSONL): written beside the
+    # run (docs/run-directory.md, judges/), never in a record.
+    streams: tuple[tuple[str, bytes], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -177,12 +180,12 @@ class TrialGrading:
     def with_graders_path(self, path: str) -> TrialGrading:
         """This grading, its grader files at ``path`` (relative to the run)."""
         return TrialGrading(self.variant, self.case, self.trial, self.verdicts, self.errors, self.graders, path,
-                            self.output, self.try_number)
+                            self.output, self.try_number, self.streams)
 
     def with_try(self, try_number: int) -> TrialGrading:
         """This grading, of the attempt's try ``try_number``."""
         return TrialGrading(self.variant, self.case, self.trial, self.verdicts, self.errors, self.graders,
-                            self.graders_path, self.output, try_number)
+                            self.graders_path, self.output, try_number, self.streams)
 
     def verdict(self, name: str) -> VerdictRecord | None:
         return next((v for v in self.verdicts if v.judge == name), None)
@@ -285,6 +288,8 @@ class CaseComparison:
     # Per compared trial (its index as a string, as JSON keys are), the candidate's and the
     # baseline's try; None in records older than the field.
     tries: Mapping[str, tuple[int, int]] | None = None
+    # The pairwise judge's event streams, (``<trial>.ab`` / ``<trial>.ba``, JSONL): files, never the record.
+    streams: tuple[tuple[str, bytes], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -320,7 +325,7 @@ class CaseComparison:
     def with_tries(self, tries: Mapping[str, tuple[int, int]]) -> CaseComparison:
         """This comparison, of the attempts ``tries`` names."""
         return CaseComparison(self.case, self.candidate, self.baseline, self.judge, self.identity, self.pairs,
-                              self.errors, dict(tries))
+                              self.errors, dict(tries), self.streams)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -70,6 +70,12 @@ class RunPaths:
     def graders_rel(variant: str, case: str, trial: int) -> str:
         return f"graders/{variant}/{case}/{trial}"
 
+    @staticmethod
+    def judge_stream_rel(judge: str, variant: str, case: str, name: str) -> str:
+        """A judge's own event stream (docs/run-directory.md): ``name`` is the trial, or for a
+        pairwise judge ``<trial>.ab`` / ``<trial>.ba`` (``variant`` is then the candidate)."""
+        return f"judges/{judge}/{variant}/{case}/{name}.jsonl"
+
 
 def new_run_id(name: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[:40] or "run"
