@@ -115,7 +115,7 @@ def test_claude_code_judge_reads_the_workspace_and_answers_a_verdict(
     assert grading.status == "graded" and grading.passed is passed, grading
     (verdict,) = grading.verdicts
     assert verdict.kind == "agentic" and verdict.reason == "said [REDACTED]"
-    usage = dict(verdict.usage or {})
+    usage = dict(verdict.calls or {})  # a model judge's calls: the verdict's top-level fields
     assert usage["model"] == f"anthropic:{model}" and usage["inputTokens"] > 0 and usage["outputTokens"] > 0
     assert usage["latencyMs"] >= 0 and isinstance(usage["costUsd"], float)
     sent = bodies(anthropic, model)
@@ -220,7 +220,7 @@ def test_codex_judge_in_a_read_only_workspace(
     grading, in_argv = graded(trial_on_disk(tmp_path), resolved, {"MST_FAKE_KEY": CANARY})
     assert grading.status == "graded" and grading.passed is passed, grading
     (verdict,) = grading.verdicts
-    assert verdict.reason == "the count matches" and dict(verdict.usage or {})["outputTokens"] > 0
+    assert verdict.reason == "the count matches" and dict(verdict.calls or {})["outputTokens"] > 0
     sent = [r.body for r in responses.responses() if r.body.get("model") == model]
     assert sent[0]["text"]["format"]["type"] == "json_schema"  # Codex's structured output
     assert sent[0]["text"]["format"]["schema"]["required"] == ["passed", "reason"]

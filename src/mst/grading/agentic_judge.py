@@ -49,6 +49,7 @@ from mst.config.judge_agentic import AgenticJudgeConfig
 from mst.config.models import JudgeConfig, PairwiseConfig
 from mst.config.resolved import ResolvedJudge
 from mst.endings import COMPLETED, Ending, Infrastructure
+from mst.grading.judge_access import AUTH_TOKEN, JudgeAccess, current
 from mst.grading.judges import (
     PAIRWISE_THRESHOLD,
     CaseView,
@@ -72,6 +73,8 @@ VERSION_TIMEOUT_S: Final = 60.0
 READ_ONLY_TOOLS: Final = "Read,Grep,Glob"  # Claude Code's tools that read and never write or run
 TRANSCRIPT_BUDGET_CHARS: Final = 2_000_000  # transcript.md; the JSONL beside it is always whole
 BACKOFF_S: tuple[float, ...] = (2.0, 8.0)  # pauses before running a judge again (see run_judge)
+# The provider a runtime's model calls go to: the name of its `judgeLimits` cap (docs/grading.md).
+PROVIDERS: Final[dict[str, str]] = {"claude-code": "anthropic", "codex": "openai"}
 
 VERDICT_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
@@ -201,15 +204,16 @@ def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 3)
 
 
-def judge(judge: ResolvedJudge, trial: TrialView, case: CaseView) -> JudgeOutcome:
-    """Grade one trial; any failure is this trial's grading error."""
+def judge(judge: ResolvedJudge, trial: TrialView, case: CaseView, access: JudgeAccess | None = None) -> JudgeOutcome:
+    """Grade one trial; any failure is this trial's grading error. ``access`` is the grading's
+    (caps, holds, keys); without one, :func:`~mst.grading.judge_access.current`'s."""
     start = time.perf_counter()
     try:
         cfg = settings(judge)
         _check_version(judge, cfg)
         with workspace(case, [("", trial)], budget_chars=TRANSCRIPT_BUDGET_CHARS) as root:
             run = run_to_completion(run_judge(judge, cfg, root, _TRIAL_PROMPT.format(rubric=cfg.rubric),
-                                              VERDICT_SCHEMA))
+                                              VERDICT_SCHEMA, access or current()))
         try:
             verdict = to_verdict(run.answer, judge.threshold)
         except JudgeReturnError as exc:
@@ -220,7 +224,8 @@ def judge(judge: ResolvedJudge, trial: TrialView, case: CaseView) -> JudgeOutcom
                         _ms(start), run.stream)
 
 
-def pairwise(judge: ResolvedJudge, case: CaseView, a: TrialView, b: TrialView) -> PairOutcome:
+def pairwise(judge: ResolvedJudge, case: CaseView, a: TrialView, b: TrialView,
+             access: JudgeAccess | None = None) -> PairOutcome:
     """One order of a comparison: ``a`` is shown as ``A/``, ``b`` as ``B/``."""
     start = time.perf_counter()
     try:
@@ -228,7 +233,7 @@ def pairwise(judge: ResolvedJudge, case: CaseView, a: TrialView, b: TrialView) -
         _check_version(judge, cfg)
         with workspace(case, [("A", a), ("B", b)], budget_chars=TRANSCRIPT_BUDGET_CHARS) as root:
             run = run_to_completion(run_judge(judge, cfg, root, _PAIR_PROMPT.format(rubric=cfg.rubric),
-                                              PREFERENCE_SCHEMA))
+                                              PREFERENCE_SCHEMA, access or current()))
         try:
             preference, reason = to_preference(run.answer)
         except JudgeReturnError as exc:
@@ -238,34 +243,47 @@ def pairwise(judge: ResolvedJudge, case: CaseView, a: TrialView, b: TrialView) -
     return PairOutcome(preference, reason, None, run.usage, _ms(start), run.stream)
 
 
-def _secrets(judge: ResolvedJudge) -> dict[str, str]:
-    """The judge's keys, from the environment grading runs judges in (never from argv or files)."""
-    return {name: os.environ[name] for name in judge.secrets if name in os.environ}
+def keys(judge: ResolvedJudge, access: JudgeAccess) -> dict[str, str]:
+    """The keys one CLI run gets in its environment (never in argv or a file), read afresh for
+    each run through ``access.credential``: the judge's ``secrets``, and, when
+    ``MST_LLM_AUTH_COMMAND`` is set, the gateway token as ``MST_LLM_AUTH_TOKEN`` (a Codex model
+    provider's ``env_key``, say), as fresh as the coordinator keeps it."""
+    names = [*judge.secrets, *([AUTH_TOKEN] if access.token is not None else [])]
+    return {name: value for name in dict.fromkeys(names) if (value := access.credential(name)) is not None}
 
 
 async def run_judge(judge: ResolvedJudge, cfg: AgenticJudgeConfig, root: Path, prompt: str,
-                    schema: Mapping[str, Any]) -> JudgeRun:
+                    schema: Mapping[str, Any], access: JudgeAccess) -> JudgeRun:
     """Run the judge's CLI in ``root``: the one place a judge CLI is started.
 
-    The CLIs retry a failed model request themselves, honouring the provider's ``retry-after``
+    Each run holds one slot of its runtime's provider (:data:`PROVIDERS`: the eval's
+    ``judgeLimits`` by that name hold across shards) and gets its keys once the slot is held. The
+    CLIs retry a failed model request themselves, honouring the provider's ``retry-after``
     (Claude Code's ``CLAUDE_CODE_MAX_RETRIES``, Codex's ``request_max_retries``). When one gives up
-    on a 429, a 5xx or the network, the whole run is tried again after :data:`BACKOFF_S`; its
-    events stay in the one stream, so the audit shows every try.
+    on a 429, a 5xx or the network, the whole run is tried again after :data:`BACKOFF_S` (a
+    provider's refusal holds that provider for every judge meanwhile); its events stay in the one
+    stream, so the audit shows every try.
     """
     # judge access: slot + credential (fleet)
-    secrets = _secrets(judge)
-    redactor = Redactor.of(secrets)
+    provider = PROVIDERS[cfg.runtime]
+    hide: list[str] = []  # every try's keys (a token may have been refreshed between tries)
     rec = TranscriptRecorder(f"judge:{cfg.runtime}", phase=PHASE_JUDGE)
     started = time.monotonic()
     runner = _run_claude if cfg.runtime == "claude-code" else _run_codex
     for pause in (*BACKOFF_S, None):
-        try:
-            ending, answer, usage = await runner(cfg, root, prompt, schema, secrets, rec)
-        except AgenticJudgeError as exc:
-            raise AgenticJudgeError(redactor.text(str(exc))) from None
+        async with access.slot(provider):
+            secrets = keys(judge, access)
+            hide += secrets.values()
+            try:
+                ending, answer, usage = await runner(cfg, root, prompt, schema, secrets, rec)
+            except AgenticJudgeError as exc:
+                raise AgenticJudgeError(Redactor(hide).text(str(exc))) from None
         if pause is None or not _transient(ending):
             break
+        if isinstance(ending, Infrastructure) and ending.what == "provider-api":
+            access.hold(provider, pause)
         await asyncio.sleep(pause)
+    redactor = Redactor(hide)
     usage = {"model": cfg.model, **usage, "latencyMs": int((time.monotonic() - started) * 1000)}
     if ending != COMPLETED:
         raise AgenticJudgeError(redactor.text(f"the {cfg.runtime} judge did not finish: {_why(ending)}"))

@@ -56,7 +56,7 @@ class VerdictRecord(NamedTuple):
     times cheaper to build than a frozen dataclass."""
 
     judge: str  # the unique name within the case (``contains#2``)
-    kind: str  # "assertion" | "code" | "llm"
+    kind: str  # "assertion" | "code" | "llm" | "agentic"
     identity: str | None
     passed: bool
     score: float | None = None
@@ -97,7 +97,7 @@ class GradingError:
     """A grader (assertion, judge, deterministic grader) that gave no verdict: the trial is ungraded."""
 
     judge: str
-    kind: str  # "assertion" | "code" | "llm" | "grader"
+    kind: str  # "assertion" | "code" | "llm" | "agentic" | "grader"
     identity: str | None
     message: str
 
