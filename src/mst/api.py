@@ -21,10 +21,13 @@ from mst.collect import AttemptSpec, Collector, all_attempts
 from mst.config.errors import Problem, UserError
 from mst.config.resolve import resolve_eval
 from mst.config.resolved import ResolvedEval
-from mst.config.secrets import check_named, load_secrets
+from mst.config.secrets import check_named, judge_secret_names, load_secrets, only
 from mst.errors import EXIT_INCOMPLETE, EXIT_OK
 from mst.grading.context import GradingContext
+from mst.grading.judge_access import AUTH_TOKEN, JudgeAccess, LocalLeases
+from mst.grading.judge_auth import CommandToken, command_token
 from mst.grading.phase import grade_run, plan_grading
+from mst.grading.preflight import Keys, check, judges_of, needed_env, require
 from mst.runs.attempts import AttemptRecord
 from mst.runs.debris import run_lock, sweep_all
 from mst.runs.files import Journal
@@ -68,6 +71,8 @@ def run_eval(
     resolved = resolve_eval(eval_path)
     secrets = load_secrets(secrets_file)
     check_named(resolved, secrets, secrets_file, judges=not no_grade)
+    if not no_grade:  # before anything is collected: grading would fail after the expensive part
+        _preflight(resolved, secrets, sharded=False)
     with _opened(runner, runner_options, "collect") as opened, ExitStack() as held:
         target = runs_dir or _default_runs_dir(resolved)
         sweep_all(None, target)
@@ -103,6 +108,8 @@ def resume_run(
         resolved = _resolve_for(run)
         secrets = load_secrets(secrets_file)
         check_named(resolved, secrets, secrets_file, judges=not run.meta.no_grade)
+        if not run.meta.no_grade:
+            _preflight(resolved, secrets, sharded=False)
         return _resume(run, resolved, secrets, concurrency, progress, runner, runner_options, confidence)
 
 
@@ -142,6 +149,7 @@ def grade(
         resolved = resolve_eval(eval_path) if eval_path else _resolve_for(source, check_digest=False)
         secrets = load_secrets(secrets_file)
         check_named(resolved, secrets, secrets_file, clients=False)
+        _preflight(resolved, secrets, sharded=runner is not None)
         return _grade(source, resolved, secrets, resume=resume, runs_dir=runs_dir, progress=progress or Silent(),
                       runner=runner, runner_options=runner_options, held=held, confidence=confidence)
 
@@ -165,7 +173,8 @@ def _grade(source: Run, resolved: ResolvedEval, secrets: dict[str, str], *, resu
         if opened is not None:
             from mst.runners.sharded import grade_in_shards
 
-            sharded = grade_in_shards(opened, run, resolved, plan, secrets, progress)
+            auth = context.access.token if isinstance(context.access.token, CommandToken) else None
+            sharded = grade_in_shards(opened, run, resolved, plan, secrets, progress, auth)
             run.meta = run.meta.with_grading_runner(sharded.runner)
         # Sharded, the coordinator replays the shards' records: it runs no judge and no grader.
         grade_run(run, resolved, plan, context, secrets=secrets, progress=progress,
@@ -178,8 +187,34 @@ def _grade(source: Run, resolved: ResolvedEval, secrets: dict[str, str], *, resu
 
 
 def _context(resolved: ResolvedEval, secrets: dict[str, str]) -> GradingContext:
-    """The run's grading context, made once per command."""
-    return GradingContext.of(resolved, Redactor(secrets.values(), resolved.config.redact))
+    """The run's grading context, made once per command: its redactor, and the judges' access
+    (the eval's ``judgeLimits``, their keys, ``MST_LLM_AUTH_COMMAND``'s token, which the
+    redactor learns as each one is made)."""
+    redactor = Redactor(secrets.values(), resolved.config.redact)
+    token = command_token()
+    if token is not None:
+        token.on_new(lambda made: redactor.add([made.value]))
+    names = [*judge_secret_names(resolved), *needed_env(resolved)]
+    access = JudgeAccess(LocalLeases(resolved.config.judgeLimits), only(secrets, names), token)
+    return GradingContext.of(resolved, redactor, access)
+
+
+def _preflight(resolved: ResolvedEval, secrets: dict[str, str], *, sharded: bool) -> None:
+    """The judge preflight (docs/grading.md): stop before anything runs when a judge cannot.
+
+    Sharded, only the keys are checked here, against the secrets file (what a worker is given);
+    each worker checks programs and modules on its own machine before it grades. The auth
+    command, when one is set, is run once: a broken one stops here, not at the first judge."""
+    command = command_token()
+    if command is not None:
+        command.fresh()
+    token = command is not None
+    if sharded:
+        keys = Keys(lambda name: name in secrets or (name == AUTH_TOKEN and token), "the secrets file")
+    else:
+        keys = Keys(lambda name: name in secrets or name in os.environ or (name == AUTH_TOKEN and token),
+                    "the environment or the secrets file")
+    require(check(judges_of(resolved), keys, resolved.base_dir, keys_only=sharded), str(resolved.path))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -45,4 +45,15 @@ def test_quickstart_runs_offline_end_to_end(tmp_path: Path) -> None:
     assert [v["id"] for v in summary["variants"]] == ["baseline", "candidate"]
     assert summary["variants"][1]["pairwise"] is not None
     assert len(load(run / "comparisons.json")["comparisons"]) == 5
+    # An LLM judge and an LLM pairwise judge, offline: the mock model grades, seeded.
+    llm = [v for t in load(run / "results.json")["trials"] for v in t["verdicts"] if v["kind"] == "llm"]
+    assert len(llm) == 20 and all(v["model"] == "mock" and v["votes"] for v in llm)
+    assert all(v["reason"].startswith(("the answer states ", "the answer does not state ")) for v in llm)
+    assert {v["passed"] for v in llm} == {True, False}  # scripted: 90% pass, drawn per trial from its seed
+    pairs = [p for c in load(run / "comparisons.json")["comparisons"] for p in c["pairs"]]
+    assert pairs and all(len(p["usage"]) == 2 for p in pairs)  # both orders, each with its calls
+    cand = summary["variants"][1]
+    assert cand["judges"]["states-price-or-stock"]["graded"] == 10
+    assert cand["pairwise"]["flips"]["rate"] is not None and summary["judgeUsage"]["inputTokens"] > 0
+    assert "judges: pass rate" in proc.stdout
     assert "pass rate" in proc.stdout

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mst.clients._codex_rollout import Rollout, codex_home
+from mst.agentcli.codex_rollout import Rollout, codex_home
 
 THREAD = "01a232ae-0315-7e32-94b1-110f7c0c11ea"
 

@@ -91,6 +91,7 @@ _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: 
 class FakeProvider:
     def __init__(self) -> None:
         self.scripts: dict[str, list[Step]] = {}
+        self.queued: dict[str, list[Step]] = {}
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -110,7 +111,17 @@ class FakeProvider:
     def script(self, model: str, steps: Sequence[Step]) -> None:
         self.scripts[model] = list(steps)
 
+    def queue(self, model: str, steps: Sequence[Step]) -> None:
+        """Steps answered one per request, in order, before the model's script (by turn) applies:
+        for calls that are all turn 0 (a judge's), with retries that must see the next step."""
+        with self._lock:
+            self.queued.setdefault(model, []).extend(steps)
+
     def step_for(self, model: str, turn: int) -> Step:
+        with self._lock:
+            queued = self.queued.get(model)
+            if queued:
+                return queued.pop(0)
         steps = self.scripts.get(model)
         if not steps:
             return status(404, f"The model `{model}` does not exist")

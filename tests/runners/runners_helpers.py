@@ -79,7 +79,7 @@ def calls(tmp: Path, word: str = "end") -> list[str]:
 # What legitimately differs between a local and a sharded run of the same work, and is ignored:
 #   * the run's own id: the directory name, run.json "id", the "run" field of results/summary/
 #     comparisons, and latest.json's pointer (each run is a new directory);
-#   * wall-clock fields: createdAt/updatedAt, an attempt's startedAt, durationMs/meanDurationMs (how
+#   * wall-clock fields: createdAt/updatedAt, an attempt's startedAt, durationMs/meanDurationMs/latencyMs (how
 #     long a judge or an attempt took), transcript event timestampMs (when it happened within its attempt), and the
 #     execution-duration grader's value, which is an attempt's wall-clock time (collecting only:
 #     a regrade reads the same transcripts, so there it is compared too);
@@ -87,7 +87,7 @@ def calls(tmp: Path, word: str = "end") -> list[str]:
 # Everything else — every verdict, reason, usage, preference, status, phase, ordering, and every
 # file's presence — must be byte-identical after that.
 
-TIME_KEYS = {"createdAt", "updatedAt", "startedAt", "durationMs", "meanDurationMs", "timestampMs"}
+TIME_KEYS = {"createdAt", "updatedAt", "startedAt", "durationMs", "meanDurationMs", "timestampMs", "latencyMs"}
 WALL_CLOCK_GRADER = "execution-duration"
 WALL_CLOCK_KEYS = {WALL_CLOCK_GRADER, f"grader:{WALL_CLOCK_GRADER}"}  # its mean, and its paired comparison
 

@@ -24,7 +24,8 @@ def test_ending_text_is_redacted_and_the_rest_kept() -> None:
 
 
 def _clients_helpers() -> list[object]:
-    from mst.clients import _cli, _mcp, agent, claude_code, codex, command
+    from mst.agentcli import process as _cli
+    from mst.clients import _mcp, agent, claude_code, codex, command
     from mst.providers import _errors
 
     return [_cli.redact, _mcp.redact, command._redact, lambda t, s: _errors.clean(t, s.values()),

@@ -35,7 +35,7 @@ from mst.graders import (
     parse_metric_ref,
     replay,
 )
-from mst.session.io import TranscriptError, read_transcript_lazily
+from mst.session.io import TranscriptError, read_transcript, read_transcript_lazily
 
 
 def _load_document(path: Path, what: str) -> Any:

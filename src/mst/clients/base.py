@@ -8,7 +8,6 @@ writes the transcript it recorded.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,37 +17,11 @@ from pydantic import BaseModel, ConfigDict
 
 from mst.config.models import VariantConfig
 from mst.endings import Ending
-from mst.session.events import PHASE_AGENT, Event, format_header, make_event
+from mst.session.recorder import TranscriptRecorder as TranscriptRecorder  # its home: the session package
 
 
 class NoSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
-
-
-class TranscriptRecorder:
-    """Collects an attempt's canonical events in memory; the collector redacts and writes them."""
-
-    __slots__ = ("_start", "component", "events")
-
-    def __init__(self, component: str) -> None:
-        self.component = component
-        self.events: list[Event] = [format_header(component)]
-        self._start = time.monotonic()
-
-    def elapsed_ms(self) -> int:
-        return int((time.monotonic() - self._start) * 1000)
-
-    def emit(self, type_: str, data: dict[str, Any], *, phase: str = PHASE_AGENT) -> Event:
-        event = make_event(
-            type_, data, component=self.component, phase=phase,
-            index=len(self.events), timestamp_ms=self.elapsed_ms(),
-        )
-        self.events.append(event)
-        return event
-
-    def extend(self, events: list[Event]) -> None:
-        """Add events a client read from elsewhere (a command's own transcript), as they are."""
-        self.events.extend(events)
 
 
 @dataclass

@@ -79,8 +79,8 @@ from typing import Any, ClassVar, Final
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from mst.clients import _cli
-from mst.clients._claude_stream import ClaudeStream, split_tool
+from mst.agentcli import process as _cli
+from mst.agentcli.claude_stream import ClaudeStream, private_environment, split_tool
 from mst.clients.base import AttemptOutcome, AttemptRequest, TranscriptRecorder
 from mst.config.models import HttpServer, StdioServer, VariantConfig
 from mst.endings import COMPLETED, Ending, EndingException, Infrastructure, Trial, to_json
@@ -92,7 +92,6 @@ __all__ = ["CONFIG_FILE", "NAME", "ClaudeCodeClient", "ClaudeCodeSettings", "mcp
 NAME: Final = "claude-code"
 CONFIG_FILE: Final = "claude-mcp-config.json"
 _SAME_PYTHON: Final = frozenset({"python", "python3"})
-_QUIET: Final = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
 _MCP_LOG_LINES: Final = 200
 _MCP_REASON_CHARS: Final = 800
 _STRICT = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True)
@@ -208,12 +207,8 @@ class ClaudeCodeClient:
         """The CLI's environment: the user's, made private and quiet, waiting for the MCP servers."""
         s = self.settings
         wait_ms = str(int(s.mcpStartupSeconds * 1000))
-        env = {**os.environ, "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude"), **_QUIET,
-               "MCP_CONNECTION_NONBLOCKING": "false", "MCP_TIMEOUT": wait_ms,
+        env = {**private_environment(home), "MCP_CONNECTION_NONBLOCKING": "false", "MCP_TIMEOUT": wait_ms,
                "CLAUDE_CODE_MCP_STARTUP_WAIT_MS": wait_ms}
-        user_home = os.environ.get("HOME")
-        if user_home and "npm_config_cache" not in os.environ:
-            env["npm_config_cache"] = str(Path(user_home) / ".npm")  # `npx … claude-code` keeps its cache
         if s.providerRetries is not None:
             env["CLAUDE_CODE_MAX_RETRIES"] = str(s.providerRetries)
         return {**env, **s.env, **secrets}

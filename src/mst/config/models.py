@@ -6,6 +6,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mst.config.judge_agentic import AgenticJudgeConfig
+from mst.config.judge_limits import JudgeLimit
+from mst.config.judge_llm import LlmJudgeConfig
+
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 SECRET_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
@@ -100,12 +104,22 @@ Assertion = Annotated[
 # --- judges -----------------------------------------------------------------------------------
 
 
+_ONE_SOURCE = ("give exactly one of 'code' (module:function), 'plugin' (entry point name), 'llm' (a model "
+               "judge) or 'agentic' (a Claude Code or Codex judge)")
+
+
+def _sources(judge: JudgeConfig | PairwiseConfig) -> int:
+    """How many of a judge's kinds are given: exactly one must be (docs/grading.md, "Judges")."""
+    return sum(value is not None for value in (judge.code, judge.plugin, judge.llm, judge.agentic))
+
+
 class JudgeConfig(Strict):
-    """A code judge: a Python callable named ``module:function`` or an ``mst.judges`` entry point."""
+    """A judge: a Python callable named ``module:function``, an ``mst.judges`` entry point, or a model."""
 
     id: str = Field(pattern=ID_PATTERN)
     code: str | None = Field(None, description="module:function, importable from the eval's directory.")
     plugin: str | None = Field(None, description="Name of an entry point in the group mst.judges.")
+    llm: LlmJudgeConfig | None = Field(None, description="A model (or panel) grading with a rubric.")
     options: dict[str, Any] = Field(default_factory=dict)
     threshold: float = Field(0.5, description="A judge returning a score passes at or above this.")
     secrets: list[Annotated[str, Field(pattern=SECRET_NAME)]] = Field(
@@ -113,10 +127,12 @@ class JudgeConfig(Strict):
         description="Names of --secrets-file entries this judge reads from its environment; judges get no others.",
     )
 
+    agentic: AgenticJudgeConfig | None = Field(None, description="A Claude Code or Codex CLI judge (docs/grading.md).")
+
     @model_validator(mode="after")
     def _one_source(self) -> JudgeConfig:
-        if (self.code is None) == (self.plugin is None):
-            raise ValueError("give exactly one of 'code' (module:function) or 'plugin' (entry point name)")
+        if _sources(self) != 1:
+            raise ValueError(_ONE_SOURCE)
         if self.code is not None and ":" not in self.code:
             raise ValueError("'code' must look like module:function")
         return self
@@ -128,16 +144,19 @@ class PairwiseConfig(Strict):
     id: str = Field("pairwise", pattern=ID_PATTERN)
     code: str | None = None
     plugin: str | None = None
+    llm: LlmJudgeConfig | None = Field(None, description="A model (or panel) preferring one response.")
     options: dict[str, Any] = Field(default_factory=dict)
     secrets: list[Annotated[str, Field(pattern=SECRET_NAME)]] = Field(
         default_factory=list,
         description="Names of --secrets-file entries this judge reads from its environment; judges get no others.",
     )
 
+    agentic: AgenticJudgeConfig | None = Field(None, description="A Claude Code or Codex CLI judge (docs/grading.md).")
+
     @model_validator(mode="after")
     def _one_source(self) -> PairwiseConfig:
-        if (self.code is None) == (self.plugin is None):
-            raise ValueError("give exactly one of 'code' (module:function) or 'plugin' (entry point name)")
+        if _sources(self) != 1:
+            raise ValueError(_ONE_SOURCE)
         return self
 
 
@@ -259,6 +278,8 @@ class EvalConfig(Strict):
     assertions: list[Assertion] = Field(default_factory=list, description="Applied to every case.")
     judges: list[JudgeConfig] = Field(default_factory=list, description="Applied to every case.")
     pairwise: PairwiseConfig | None = None
+    judgeLimits: dict[Annotated[str, Field(pattern=ID_PATTERN)], JudgeLimit] = Field(
+        default_factory=dict, description="Per provider: judge calls in flight and per minute, across all shards.")
     graders: dict[str, Any] | None = Field(None, description="Deterministic graders (docs/graders.md, Configuration).")
     redact: list[str] = Field(default_factory=list, description="Extra regexes redacted from transcripts.")
     metrics: list[str] = Field(

@@ -20,7 +20,7 @@ class ResolvedJudge:
 
     id: str
     target: str  # "module:function" or the entry-point name
-    source: str  # "code" or "plugin"
+    source: str  # "code", "plugin", or a judge kind of mst.grading.judges.JUDGE_KINDS ("llm")
     options: dict[str, Any]
     threshold: float
     version: str  # plugin package version, or a digest of the judge's module file

@@ -17,6 +17,7 @@ import orjson
 from mst.config.models import Assertion
 from mst.config.resolved import ResolvedCase, ResolvedEval, ResolvedJudge
 from mst.grading.assertions import assertion_identity, assertion_name
+from mst.grading.judge_access import JudgeAccess
 from mst.grading.judges import CaseView, TrialView
 from mst.session.redact import NO_REDACTION, Redactor
 
@@ -71,6 +72,7 @@ class GradingContext:
     graders: GradersConfig | None = None
     redactor: Redactor = NO_REDACTION
     judges: Mapping[str, list[str]] = field(default_factory=dict)
+    access: JudgeAccess = field(default_factory=JudgeAccess)  # judges' caps, holds and credentials
     manifest: dict[str, Any] | None = field(init=False, default=None)
     manifest_json: bytes = field(init=False, default=b"")
     _plans: dict[str, CasePlan] = field(init=False, default_factory=dict)
@@ -85,8 +87,9 @@ class GradingContext:
             self.manifest_json = orjson.dumps(self.manifest)
 
     @classmethod
-    def of(cls, resolved: ResolvedEval, redactor: Redactor = NO_REDACTION) -> GradingContext:
-        return cls(resolved.graders, redactor, judge_sets(resolved))
+    def of(cls, resolved: ResolvedEval, redactor: Redactor = NO_REDACTION,
+           access: JudgeAccess | None = None) -> GradingContext:
+        return cls(resolved.graders, redactor, judge_sets(resolved), access or JudgeAccess())
 
     @property
     def grader_ids(self) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from mst.config.resolved import ResolvedCase, ResolvedJudge
 from mst.grading.context import CasePlan, GradingContext
-from mst.grading.judges import CaseView, Preference, TrialView
+from mst.grading.judges import JUDGE_KINDS, CaseView, Preference, TrialView
 from mst.grading.sources import GradingSource, JudgeOutcome, PairOutcome
 from mst.runs.grading_records import (
     CaseComparison,
@@ -80,11 +80,14 @@ def _kept(keep: Keep | None, name: str, identity: str) -> VerdictRecord | None:
 def _judge_record(name: str, judge: ResolvedJudge, outcome: JudgeOutcome,
                   verdicts: list[VerdictRecord], errors: list[GradingError]) -> None:
     v = outcome.verdict
+    kind = judge.source if judge.source in JUDGE_KINDS else "code"
     if v is None:
-        errors.append(GradingError(name, "code", judge.identity, outcome.error or "the judge gave no verdict"))
+        errors.append(GradingError(name, kind, judge.identity, outcome.error or "the judge gave no verdict"))
         return
-    verdicts.append(VerdictRecord(name, "code", judge.identity, v.passed, v.score, v.reason,
-                                  dict(outcome.usage) if outcome.usage else None, outcome.duration_ms))
+    usage = dict(outcome.usage) if outcome.usage else None
+    code = kind == "code"  # a model judge's usage is its calls, recorded at the verdict's top level
+    verdicts.append(VerdictRecord(name, kind, judge.identity, v.passed, v.score, v.reason,
+                                  usage if code else None, outcome.duration_ms, None if code else usage))
 
 
 def _graders(trial: TrialView, source: GradingSource, context: GradingContext,
@@ -144,14 +147,19 @@ def grade_trial(
             errors.append(GradingError(name, "assertion", identity, result.error or "the assertion gave no verdict"))
         else:
             verdicts.append(VerdictRecord(name, "assertion", identity, result.passed, None, result.reason))
+    streams: list[tuple[str, bytes]] = []
     for name, judge in plan.judges:
         kept = _kept(keep, name, judge.identity)
         if kept is not None:
             verdicts.append(kept)
             continue
-        _judge_record(name, judge, source.judge(judge, trial, plan.view), verdicts, errors)
+        outcome = source.judge(judge, trial, plan.view)
+        _judge_record(name, judge, outcome, verdicts, errors)
+        if outcome.stream is not None:
+            streams.append((name, outcome.stream))
     values, output = _graders(trial, source, context, errors)
-    return TrialGrading(trial.variant, case.id, trial.trial, tuple(verdicts), tuple(errors), values, None, output)
+    return TrialGrading(trial.variant, case.id, trial.trial, tuple(verdicts), tuple(errors), values, None, output,
+                        streams=tuple(streams))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,13 +242,17 @@ def compare_pairwise(
     kept = _kept_pairs(keep, judge.identity)
     pairs: list[PairRecord] = []
     errors: list[PairError] = []
+    streams: list[tuple[str, bytes]] = []
     for index, cand, base in _pairs(case, candidate_trials, baseline_trials):
         if index in kept:
             pairs.append(kept[index])
             continue
-        record = _pair_record(index, source.pairwise(judge, view, cand, base), source.pairwise(judge, view, base, cand))
+        ab, ba = source.pairwise(judge, view, cand, base), source.pairwise(judge, view, base, cand)
+        streams += [(f"{index}.{order}", o.stream) for order, o in (("ab", ab), ("ba", ba)) if o.stream is not None]
+        record = _pair_record(index, ab, ba)
         (pairs if isinstance(record, PairRecord) else errors).append(record)  # type: ignore[arg-type]
-    return CaseComparison(case.id, candidate, baseline, judge.id, judge.identity, tuple(pairs), tuple(errors))
+    return CaseComparison(case.id, candidate, baseline, judge.id, judge.identity, tuple(pairs), tuple(errors),
+                          streams=tuple(streams))
 
 
 def case_view(case: ResolvedCase, context: GradingContext | None = None) -> CaseView:

@@ -491,8 +491,25 @@ def _import_plugin(judge_id: str, name: str) -> tuple[Callable[..., Any], str]:
     return fn, dist_version(ep)
 
 
+# Judge kinds other than code: the config field that selects each, and the module that runs it
+# (``resolve(cfg)``, ``judge(judge, trial, case, access)``, ``pairwise(judge, case, a, b, access)``,
+# ``needs(judge)``: registered for the preflight by :mod:`mst.grading.preflight`).
+# A resolved judge's ``source`` is its kind's name.
+JUDGE_KINDS: Final[dict[str, str]] = {"llm": "mst.grading.llm_judge", "agentic": "mst.grading.agentic_judge"}
+
+
+def kind_module(source: str) -> Any | None:
+    """The module running judges of ``source``'s kind, or None for code and plugin judges."""
+    name = JUDGE_KINDS.get(source)
+    return importlib.import_module(name) if name is not None else None
+
+
 def resolve_judge(cfg: JudgeConfig | PairwiseConfig, base_dir: Path) -> ResolvedJudge:
     """Load a configured judge once and give it its identity; raises :class:`JudgeLoadError`."""
+    for kind in JUDGE_KINDS:
+        if getattr(cfg, kind, None) is not None:
+            resolved: ResolvedJudge = kind_module(kind).resolve(cfg)  # type: ignore[union-attr]
+            return resolved
     kind = "pairwise" if isinstance(cfg, PairwiseConfig) else "judge"
     threshold = cfg.threshold if isinstance(cfg, JudgeConfig) else PAIRWISE_THRESHOLD
     if cfg.code is not None:

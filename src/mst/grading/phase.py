@@ -9,6 +9,7 @@ records. All of them call :func:`grade_trial` (assertions, judges and graders) a
 from __future__ import annotations
 
 import functools
+import os
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, MutableSequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -23,6 +24,7 @@ from mst.fileio import write_trial_file
 from mst.grading.context import GradingContext
 from mst.grading.grade import compare_pairwise, grade_trial
 from mst.grading.judges import TrialView
+from mst.grading.preflight import needed_env
 from mst.grading.sources import GradingSource, LiveSource
 from mst.runs.files import Journal
 from mst.runs.grading_records import CaseComparison, GraderOutput, TrialGrading, VerdictRecord
@@ -160,12 +162,14 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
     so all three run this same code. ``on_record`` sees each journaled record, as a grade worker
     ships them. ``context`` carries the run's redactor: records and grader files are redacted.
     """
-    source = source if source is not None else LiveSource(resolved.base_dir)
+    source = source if source is not None else LiveSource(resolved.base_dir, context.access)
     progress.start("grade", len(plan.trials) + len(plan.pairs))
     cases = {c.id: c for c in resolved.cases}  # resolved.case() scans: quadratic over a big run
 
     def grade_one(key: Key, view: TrialView, attempt_try: int) -> tuple[TrialGrading, dict[str, Any]]:
         grading = grade_trial(view, cases[key[1]], source, keep=plan.keep.get(key), context=context)
+        for judge, stream in grading.streams:
+            _write_stream(run, RunPaths.judge_stream_rel(judge, key[0], key[1], str(key[2])), stream, context)
         if grading.output is not None:
             _write_grader_files(run, key, grading.output)
             grading = grading.with_graders_path(RunPaths.graders_rel(*key))
@@ -189,7 +193,7 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
 
     cfg = resolved.config
     workers = (cfg.gradingConcurrency or cfg.concurrency) if _calls_judges(resolved) else 1
-    judge_env = only(secrets, judge_secret_names(resolved))  # judges get only what they name
+    judge_env = only(secrets, [*judge_secret_names(resolved), *needed_env(resolved)])  # only what they name
     with in_environment(judge_env), Journal(run.paths.grading_journal) as journal:
         for key, (record, data) in _in_order(jobs(), workers):
             if len(key) == 3:
@@ -306,9 +310,20 @@ def _pairwise_job(run: Run, resolved: ResolvedEval, candidate: str, case: Resolv
     def job() -> tuple[CaseComparison, dict[str, Any]]:
         result = compare_pairwise(case, cand, base, judge, source, keep=earlier, candidate=candidate,
                                   baseline=baseline, context=context)
+        for name, stream in result.streams:
+            _write_stream(run, RunPaths.judge_stream_rel(judge.id, candidate, case.id, name), stream, context)
         return _redacted(result.with_tries(tries), context)
 
     return job
+
+
+def _write_stream(run: Run, rel: str, stream: bytes, context: GradingContext) -> None:
+    """A judge's own event stream, kept for audit; like grader files, written before its record."""
+    path = f"{run.root}/{rel}"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if context.redactor.active:
+        stream = context.redactor.text(stream.decode("utf-8", errors="replace")).encode()
+    write_trial_file(path, stream)
 
 
 def _write_grader_files(run: Run, key: Key, output: GraderOutput) -> None:

@@ -47,7 +47,18 @@ def judge_call_json(trial: TrialView, judge: ResolvedJudge, outcome: JudgeOutcom
         "judge", trial, judge.identity,
         verdict=None if v is None else {"passed": v.passed, "score": v.score, "reason": v.reason},
         error=outcome.error, usage=dict(outcome.usage) if outcome.usage else None, durationMs=outcome.duration_ms,
+        **_stream_json(outcome.stream),
     )
+
+
+def _stream_json(stream: bytes | None) -> dict[str, Any]:
+    """A judge's event stream travels in its call record, so the regrade writes it wherever it graded."""
+    return {} if stream is None else {"stream": stream.decode("utf-8", errors="replace")}
+
+
+def _stream(call: Mapping[str, Any]) -> bytes | None:
+    stream = call.get("stream")
+    return stream.encode() if isinstance(stream, str) else None
 
 
 def pair_call_json(case: CaseView, a: TrialView, b: TrialView, judge: ResolvedJudge,
@@ -56,7 +67,7 @@ def pair_call_json(case: CaseView, a: TrialView, b: TrialView, judge: ResolvedJu
         "call": "pairwise", "case": case.id, "a": [a.variant, a.trial], "b": [b.variant, b.trial],
         "identity": judge.identity, "preference": outcome.preference, "reason": outcome.reason,
         "error": outcome.error, "usage": dict(outcome.usage) if outcome.usage else None,
-        "durationMs": outcome.duration_ms,
+        "durationMs": outcome.duration_ms, **_stream_json(outcome.stream),
     }
 
 
@@ -147,7 +158,7 @@ class RecordedSource:
             return JudgeOutcome(None, self.missing(trial.case_id))
         v = call.get("verdict")
         verdict = None if v is None else Verdict(bool(v["passed"]), v.get("score"), v.get("reason"))
-        return JudgeOutcome(verdict, call.get("error"), call.get("usage"), call.get("durationMs"))
+        return JudgeOutcome(verdict, call.get("error"), call.get("usage"), call.get("durationMs"), _stream(call))
 
     def pairwise(self, judge: ResolvedJudge, case: CaseView, a: TrialView, b: TrialView) -> PairOutcome:
         queue = self._pair.get((case.id, a.variant, a.trial, b.variant, b.trial, judge.identity))
@@ -155,7 +166,7 @@ class RecordedSource:
             return PairOutcome(None, None, self.missing(case.id))
         call = queue.popleft()
         return PairOutcome(call.get("preference"), call.get("reason"), call.get("error"), call.get("usage"),
-                           call.get("durationMs"))
+                           call.get("durationMs"), _stream(call))
 
     def graders(self, trial: TrialView, config: GradersConfig, session: Sequence[Event],
                 manifest: dict[str, Any]) -> GradersOutcome:

@@ -12,7 +12,9 @@ A source never raises for a grader's failure; it returns the failure as an outco
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +25,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mst.config.models import Assertion
 from mst.config.resolved import ResolvedJudge
 from mst.grading.assertions import evaluate
-from mst.grading.judges import CaseView, Preference, TrialView, Verdict, prepared_call, to_preference, to_verdict
+from mst.grading.judge_access import JudgeAccess, using
+from mst.grading.judges import (
+    CaseView,
+    Preference,
+    TrialView,
+    Verdict,
+    kind_module,
+    prepared_call,
+    to_preference,
+    to_verdict,
+)
 
 if TYPE_CHECKING:
     from mst.graders.config import GradersConfig
@@ -48,6 +60,7 @@ class JudgeOutcome:
     error: str | None = None
     usage: Mapping[str, Any] | None = None
     duration_ms: float | None = None
+    stream: bytes | None = None  # the judge's own event stream (JSONL), written beside the regrade
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +72,7 @@ class PairOutcome:
     error: str | None = None
     usage: Mapping[str, Any] | None = None
     duration_ms: float | None = None
+    stream: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +110,14 @@ class LiveSource:
 
     ``base_dir`` is where ``module:function`` judges are imported from when this process did
     not resolve them (a shard worker). A judge may be sync or async: an async one runs to
-    completion here (in a helper thread when the caller is inside an event loop).
+    completion here (in a helper thread when the caller is inside an event loop). ``access`` is
+    the grading's provider access, which a code judge reaches with
+    :func:`mst.grading.judge_access.current` while it is called.
     """
 
-    def __init__(self, base_dir: Path | None = None) -> None:
+    def __init__(self, base_dir: Path | None = None, access: JudgeAccess | None = None) -> None:
         self.base_dir = base_dir
-        self._threads: ThreadPoolExecutor | None = None
+        self.access = access if access is not None else JudgeAccess()
 
     def assertion(self, name: str, identity: str, assertion: Assertion, trial: TrialView) -> AssertionOutcome:
         try:
@@ -111,6 +127,10 @@ class LiveSource:
         return AssertionOutcome(passed, reason)
 
     def judge(self, judge: ResolvedJudge, trial: TrialView, case: CaseView) -> JudgeOutcome:
+        kind = kind_module(judge.source)
+        if kind is not None:
+            outcome: JudgeOutcome = kind.judge(judge, trial, case, self.access)
+            return outcome
         start = time.perf_counter()
         try:
             fn, wants_options = prepared_call(judge, base_dir=self.base_dir)
@@ -121,6 +141,10 @@ class LiveSource:
         return JudgeOutcome(verdict, None, verdict.usage, _ms(start))
 
     def pairwise(self, judge: ResolvedJudge, case: CaseView, a: TrialView, b: TrialView) -> PairOutcome:
+        kind = kind_module(judge.source)
+        if kind is not None:
+            outcome: PairOutcome = kind.pairwise(judge, case, a, b, self.access)
+            return outcome
         start = time.perf_counter()
         try:
             fn, wants_options = prepared_call(judge, pairwise=True, base_dir=self.base_dir)
@@ -138,21 +162,30 @@ class LiveSource:
         return GradersOutcome(tuple(run.results))
 
     def _call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-        value = fn(*args)
-        return self._run_blocking(value) if inspect.isawaitable(value) else value
+        with using(self.access):
+            value = fn(*args)
+            return run_to_completion(value) if inspect.isawaitable(value) else value
 
-    def _run_blocking(self, awaitable: Awaitable[Any]) -> Any:
-        """Run an async judge from sync code, also when the caller is inside an event loop."""
-        async def wrap() -> Any:
-            return await awaitable
 
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(wrap())
-        if self._threads is None:
-            self._threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mst-judge")
-        return self._threads.submit(asyncio.run, wrap()).result()
+_THREADS: list[ThreadPoolExecutor] = []
+_THREADS_LOCK = threading.Lock()
+
+
+def run_to_completion(awaitable: Awaitable[Any]) -> Any:
+    """Run an async judge from sync code, also when the caller is inside an event loop (then in a
+    helper thread of one shared pool, made on first need)."""
+    async def wrap() -> Any:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wrap())
+    with _THREADS_LOCK:
+        if not _THREADS:
+            _THREADS.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="mst-judge"))
+    context = contextvars.copy_context()  # the helper thread sees this grading's judge access too
+    return _THREADS[0].submit(context.run, asyncio.run, wrap()).result()
 
 
 __all__ = [
@@ -162,4 +195,5 @@ __all__ = [
     "JudgeOutcome",
     "LiveSource",
     "PairOutcome",
+    "run_to_completion",
 ]

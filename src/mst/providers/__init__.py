@@ -69,6 +69,11 @@ def register_provider(prefix: str, factory: ProviderFactory) -> None:
     _REGISTRY[prefix] = factory
 
 
+def known_prefixes() -> frozenset[str]:
+    """The provider prefixes a model name may start with (``mock`` included)."""
+    return frozenset(_REGISTRY)
+
+
 def split_model(model: str) -> tuple[str, str]:
     """``"openai:gpt-4o"`` → ``("openai", "gpt-4o")``; ``"mock"`` → ``("mock", "mock")``."""
     prefix, sep, name = model.partition(":")
@@ -110,6 +115,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "create_provider",
+    "known_prefixes",
     "register_provider",
     "split_model",
 ]

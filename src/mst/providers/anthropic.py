@@ -141,6 +141,8 @@ class AnthropicSession(SdkSession[AnthropicProvider]):
             params["system"] = request.system
         if request.tools:
             params["tools"] = _tools(request.tools)
+        if request.tool_choice:
+            params["tool_choice"] = {"type": "tool", "name": request.tool_choice}
         if s.temperature is not None:
             params["temperature"] = min(s.temperature, 1.0)
         hide = (key, *self._secrets.values())

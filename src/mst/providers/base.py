@@ -99,6 +99,7 @@ class ModelRequest:
     tools: Sequence[ToolSpec]
     request_index: int
     system: str | None = None
+    tool_choice: str | None = None  # the one tool the model must call (a judge's verdict), or free
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,6 +161,8 @@ class OpenAISession(SdkSession[OpenAIProvider]):
         params: dict[str, Any] = {"model": provider.model, "messages": _messages(request.system, request.messages)}
         if request.tools:
             params["tools"] = _tool_payload(request.tools)
+        if request.tool_choice:
+            params["tool_choice"] = {"type": "function", "function": {"name": request.tool_choice}}
         if s.maxOutputTokens is not None:
             params["max_completion_tokens"] = s.maxOutputTokens
         if s.temperature is not None:

@@ -85,6 +85,11 @@ def print_summary(run: Run, summary: Mapping[str, Any], *, as_json: bool = False
     paired = comparison_table(summary)
     if paired is not None:
         console.print(paired)
+    from mst.report.judges_table import judges_table
+
+    judges = judges_table(summary)
+    if judges is not None:
+        console.print(judges)
     for variant in summary["variants"]:
         for item in variant.get("needsFix", [])[:10]:
             console.print(f"[red]needs a fix[/red] {variant['id']}/{item['case']}/{item['trial']}: "

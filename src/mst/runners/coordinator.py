@@ -4,31 +4,42 @@ For each shard it starts a worker, sends the bundle when the runner has no share
 the worker's ``hello`` (its mst and plugin versions must equal ours, or the shard fails before
 it is given its tokens, so before any judge or client runs), answers ``need-tokens``, copies
 result files back as each ``trial`` / ``graded`` arrives (through ``on_result``), and notices a
-worker that ends early, never says hello, or stops heartbeating. A Ctrl-C sends ``cancel`` to
+worker that ends early, never says hello, or stops heartbeating. For grade shards it also holds
+the eval's ``judgeLimits`` across all of them — one :class:`~mst.grading.judge_access.LeaseBroker`
+answers every worker's ``lease`` / ``release`` / ``hold`` — and keeps the gateway token of
+``MST_LLM_AUTH_COMMAND`` fresh, pushing each new one to every worker (docs/shards.md). A Ctrl-C sends ``cancel`` to
 every worker, which finishes the case under way and stops; a second one ends them at once.
 """
 
 from __future__ import annotations
 
+import functools
 import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mst import __version__
+from mst.config.errors import UserError
+from mst.grading.judge_access import Lease, LeaseBroker
 from mst.runners.base import Runner, ShardSpec, ShardWorker
 from mst.runners.bundle import pack
 from mst.runners.protocol import (
+    AuthToken,
     BundleMessage,
     Cancel,
     Done,
     Graded,
     Hello,
+    Hold,
+    LeaseGranted,
+    LeaseRelease,
+    LeaseRequest,
     NeedTokens,
     PluginVersion,
     Tokens,
@@ -39,7 +50,12 @@ from mst.runners.protocol import (
 )
 from mst.runs.debris import OwnedDir, owned_dir
 
+if TYPE_CHECKING:
+    from mst.config.judge_limits import JudgeLimit
+    from mst.grading.judge_auth import CommandToken
+
 HEARTBEATS_MISSED = 6
+AUTH_RETRY_SECONDS = 5.0  # a failed refresh is tried again this much later; the old token still holds
 
 
 @dataclass
@@ -79,11 +95,17 @@ OnResult = Callable[[Shard, TrialDone | Graded], None]
 class Coordinator:
     """Runs shards over one opened runner; ``workdir`` holds each shard's bundle and results."""
 
-    def __init__(self, runner: Runner, secrets: dict[str, str], workdir: Path) -> None:
+    def __init__(self, runner: Runner, secrets: dict[str, str], workdir: Path, *,
+                 limits: Mapping[str, JudgeLimit] | None = None, auth: CommandToken | None = None) -> None:
         self.runner = runner
         self.secrets = secrets
         self.workdir = workdir
+        self.broker = LeaseBroker(limits)
+        self.auth = auth
+        self.auth_errors: list[str] = []
         self._events: queue.Queue[tuple[int, str | None]] = queue.Queue()
+        self._next_grant: float | None = None  # monotonic time a rate cap or a hold next allows a grant
+        self._auth_retry = 0.0
 
     def run(self, shards: list[Shard], on_result: OnResult) -> bool:
         """Run every shard to its end; True when a Ctrl-C cancelled them."""
@@ -130,18 +152,55 @@ class Coordinator:
             self._events.put((i, None))
 
     def _step(self, shards: list[Shard], on_result: OnResult) -> None:
+        timeout = 0.2 if self._next_grant is None else min(0.2, max(0.0, self._next_grant - time.monotonic()))
         try:
-            i, line = self._events.get(timeout=0.2)
+            i, line = self._events.get(timeout=timeout)
         except queue.Empty:
-            self._check_time(shards)
-            return
-        shard = shards[i]
-        shard.last_seen = time.monotonic()
-        if line is None:
-            self._ended(shard)
+            pass
         else:
-            self._handle(shard, line, on_result)
+            shard = shards[i]
+            shard.last_seen = time.monotonic()
+            if line is None:
+                self._ended(shard)
+            else:
+                self._handle(shard, line, on_result)
+        self._pump()
+        self._refresh(shards)
         self._check_time(shards)
+
+    def _pump(self) -> None:
+        wait = self.broker.pump()
+        self._next_grant = None if wait is None else time.monotonic() + wait
+
+    def _grant(self, shard: Shard, lease: Lease) -> bool:
+        if shard.ended or shard.error is not None or shard.worker is None:
+            return False
+        shard.worker.channel.send(encode(LeaseGranted(id=lease.id)))
+        return True
+
+    def _tokens(self) -> Tokens:
+        """The secrets, and the gateway token as fresh as it is (made again when due)."""
+        if self.auth is None:
+            return Tokens(secrets=self.secrets)
+        token = self.auth.fresh()
+        return Tokens(secrets=self.secrets, auth=AuthToken(token=token.value, expiresAt=token.expires_at,
+                                                           refreshAt=token.refresh_at))
+
+    def _refresh(self, shards: list[Shard]) -> None:
+        """A gateway token due for refresh is made again and pushed to every worker, unasked."""
+        if self.auth is None or not self.auth.due() or time.monotonic() < self._auth_retry:
+            return
+        try:
+            message = encode(self._tokens())
+        except UserError as exc:
+            self._auth_retry = time.monotonic() + AUTH_RETRY_SECONDS
+            self.auth_errors = [*self.auth_errors[-4:], f"refreshing the judges' gateway token: {exc}"]
+            return
+        now = time.monotonic()
+        for shard in shards:
+            if shard.hello is not None and shard.worker is not None and not shard.ended and shard.error is None:
+                shard.worker.channel.send(message)
+                shard.last_seen = max(shard.last_seen, now)  # this side was busy, not the workers
 
     def _handle(self, shard: Shard, line: str, on_result: OnResult) -> None:
         try:
@@ -159,7 +218,17 @@ class Coordinator:
                 self._fail(shard, f"{shard.label}: {mismatch}; it was stopped before any judge or client ran")
         elif isinstance(message, NeedTokens):
             if shard.hello is not None:
-                shard.worker.channel.send(encode(Tokens(secrets=self.secrets)))
+                try:
+                    shard.worker.channel.send(encode(self._tokens()))
+                except UserError as exc:
+                    self._fail(shard, f"{shard.label}: the judges' gateway token could not be made: {exc}")
+        elif isinstance(message, LeaseRequest):
+            self.broker.request(shard.spec.index, Lease(message.id, message.provider),
+                                functools.partial(self._grant, shard))
+        elif isinstance(message, LeaseRelease):
+            self.broker.release(shard.spec.index, message.id)
+        elif isinstance(message, Hold):
+            self.broker.hold(message.provider, message.seconds)
         elif isinstance(message, TrialDone | Graded):
             try:
                 on_result(shard, message)
@@ -173,6 +242,7 @@ class Coordinator:
 
     def _ended(self, shard: Shard) -> None:
         shard.ended = True
+        self.broker.drop(shard.spec.index)  # its slots are free for the other shards
         if shard.done is None and shard.error is None:
             code = shard.worker.wait(5) if shard.worker else None
             shard.error = f"{shard.label}: the worker ended before it was done (exit code {code}){_tail(shard)}"
@@ -192,6 +262,7 @@ class Coordinator:
     def _fail(self, shard: Shard, why: str) -> None:
         if shard.error is None:
             shard.error = why
+        self.broker.drop(shard.spec.index)
         if shard.worker is not None and not shard.ended:
             shard.worker.channel.send(encode(Cancel()))
             if shard.worker.wait(1) is None:  # a worker not yet working stops on cancel; others are ended

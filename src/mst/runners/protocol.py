@@ -5,8 +5,9 @@ coordinator). This module is the only definition of those lines, so both ends pa
 them with the same models, and a line that is not one of them is refused at the edge.
 
 Worker → coordinator: ``hello``, ``need-tokens``, ``heartbeat``, ``trial`` (collect), ``graded``
-(grade), ``error``, ``done``. Coordinator → worker: ``bundle`` (only for runners without a
-shared disk, so files move through the channel), ``tokens``, ``cancel``.
+(grade), ``lease`` / ``release`` / ``hold`` (a grade worker's judge slots), ``error``, ``done``.
+Coordinator → worker: ``bundle`` (only for runners without a shared disk, so files move through
+the channel), ``tokens``, ``granted``, ``cancel``.
 """
 
 from __future__ import annotations
@@ -103,6 +104,29 @@ class Graded(_Message):
     files: list[FileRef]
 
 
+class LeaseRequest(_Message):
+    """A judge wants a slot of ``provider`` (the eval's ``judgeLimits`` hold across shards)."""
+
+    type: Literal["lease"] = "lease"
+    id: int
+    provider: str
+
+
+class LeaseRelease(_Message):
+    """The call that held lease ``id`` is over: the slot is free for any shard."""
+
+    type: Literal["release"] = "release"
+    id: int
+
+
+class Hold(_Message):
+    """A provider answered 429 with ``retry-after``: no shard starts a call to it for ``seconds``."""
+
+    type: Literal["hold"] = "hold"
+    provider: str
+    seconds: float = Field(ge=0, le=86_400)
+
+
 class WorkerError(_Message):
     """The worker cannot go on (an unreadable bundle, a judge preflight): the shard fails."""
 
@@ -127,11 +151,28 @@ class BundleMessage(_Message):
     archive: str
 
 
+class AuthToken(_Message):
+    """The gateway token ``MST_LLM_AUTH_COMMAND`` made, with its expiry and refresh point (epoch seconds)."""
+
+    token: str
+    expires_at: float = Field(alias="expiresAt")
+    refresh_at: float = Field(alias="refreshAt")
+
+
 class Tokens(_Message):
-    """The secrets file's values: the only way a secret reaches a worker."""
+    """The secrets file's values: the only way a secret reaches a worker. Sent again, unasked,
+    whenever the coordinator refreshed the gateway token (``auth``)."""
 
     type: Literal["tokens"] = "tokens"
     secrets: dict[str, str]
+    auth: AuthToken | None = None
+
+
+class LeaseGranted(_Message):
+    """The worker's lease ``id`` is granted: its judge may call the provider now."""
+
+    type: Literal["granted"] = "granted"
+    id: int
 
 
 class Cancel(_Message):
@@ -141,9 +182,10 @@ class Cancel(_Message):
 
 
 WorkerMessage = Annotated[
-    Hello | NeedTokens | Heartbeat | TrialDone | Graded | WorkerError | Done, Field(discriminator="type")
+    Hello | NeedTokens | Heartbeat | TrialDone | Graded | LeaseRequest | LeaseRelease | Hold | WorkerError | Done,
+    Field(discriminator="type"),
 ]
-CoordinatorMessage = Annotated[BundleMessage | Tokens | Cancel, Field(discriminator="type")]
+CoordinatorMessage = Annotated[BundleMessage | Tokens | LeaseGranted | Cancel, Field(discriminator="type")]
 
 _WORKER: TypeAdapter[WorkerMessage] = TypeAdapter(WorkerMessage)
 _COORDINATOR: TypeAdapter[CoordinatorMessage] = TypeAdapter(CoordinatorMessage)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mst import endings
 from mst.collect import AttemptSpec
@@ -19,6 +19,7 @@ from mst.config.resolved import ResolvedEval
 from mst.config.secrets import judge_secret_names, only, variant_secret_names
 from mst.fileio import read_json
 from mst.grading.phase import GradePlan
+from mst.grading.preflight import needed_env
 from mst.grading.recorded import RecordedSource
 from mst.runners.base import Runner, ShardSpec
 from mst.runners.bundle import GradeWork, write_collect_bundle, write_grade_bundle
@@ -28,6 +29,9 @@ from mst.runners.sharding import shard_of, split_cases
 from mst.runs.progress import Progress
 from mst.runs.run import Run, attempt_record
 from mst.session.redact import Redactor
+
+if TYPE_CHECKING:
+    from mst.grading.judge_auth import CommandToken
 
 
 @dataclass
@@ -41,8 +45,13 @@ class Sharded:
 
 
 def grade_in_shards(runner: Runner, run: Run, resolved: ResolvedEval, plan: GradePlan,
-                    secrets: dict[str, str], progress: Progress) -> Sharded:
-    """Grade ``plan`` in shards of whole cases; only cases with something to grade are sent."""
+                    secrets: dict[str, str], progress: Progress, auth: CommandToken | None = None) -> Sharded:
+    """Grade ``plan`` in shards of whole cases; only cases with something to grade are sent.
+
+    The eval's ``judgeLimits`` hold across the shards, and ``auth`` (``MST_LLM_AUTH_COMMAND``'s
+    token) is made before any shard starts and kept fresh while they run (docs/shards.md)."""
+    if auth is not None:
+        auth.fresh()  # a failing command stops here (exit 2), before any shard starts
     count = runner.shard_count()
     wanted = dict.fromkeys([k[1] for k in plan.trials] + [case for _, case in plan.pairs])
     groups = split_cases(wanted, count)
@@ -73,12 +82,15 @@ def grade_in_shards(runner: Runner, run: Run, resolved: ResolvedEval, plan: Grad
 
     progress.start("grade", len(plan.trials) + len(plan.pairs))
     try:
-        interrupted = Coordinator(runner, only(secrets, judge_secret_names(resolved)), workdir).run(shards, on_result)
+        names = [*judge_secret_names(resolved), *needed_env(resolved)]
+        coordinator = Coordinator(runner, only(secrets, names), workdir, limits=resolved.config.judgeLimits, auth=auth)
+        interrupted = coordinator.run(shards, on_result)
     finally:
         progress.finish()
         owned.close(keep=runner.options.keep)
-    meta = _runner_meta(runner, count, shards, owned.path, secrets)
-    return Sharded(meta, interrupted, _notes(shards, secrets), source)
+    secret = {**secrets, **{f"auth {i}": t for i, t in enumerate(auth.issued if auth else [])}}
+    meta = _runner_meta(runner, count, shards, owned.path, secret)
+    return Sharded(meta, interrupted, _notes(shards, secret) + coordinator.auth_errors, source)
 
 
 def _missing(shard: Shard) -> str:

@@ -30,9 +30,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import orjson
 
 from mst import __version__
+from mst.config.errors import UserError
 from mst.fileio import atomic_write_json
 from mst.grading import GradingContext, LiveSource
+from mst.grading.judge_access import AUTH_TOKEN, JudgeAccess
 from mst.grading.phase import GradePlan, grade_run
+from mst.grading.preflight import Keys, check, judges_of, require
 from mst.grading.recorded import RecordingSource
 from mst.runners.base import INLINE, Work
 from mst.runners.bundle import (
@@ -54,6 +57,7 @@ from mst.runners.protocol import (
     Graded,
     Heartbeat,
     Hello,
+    LeaseGranted,
     Machine,
     NeedTokens,
     PairKey,
@@ -65,6 +69,7 @@ from mst.runners.protocol import (
     message_data,
     parse_coordinator,
 )
+from mst.runners.worker_access import WireLeases, pushed_token
 from mst.runs.debris import owned_dir, sweep_work_dirs
 from mst.runs.grading_records import CaseComparison, TrialGrading
 from mst.runs.progress import Silent
@@ -73,6 +78,7 @@ from mst.session.redact import NO_REDACTION, Redactor
 
 if TYPE_CHECKING:
     from mst.collect import AttemptSpec
+    from mst.config.resolved import ResolvedEval
 
 
 class Wire:
@@ -85,6 +91,9 @@ class Wire:
         self.redactor = NO_REDACTION
         self.cancel = threading.Event()
         self._inbox: queue.Queue[CoordinatorMessage | None] = queue.Queue()
+        # Messages answered as they arrive, not waited for in order: a lease's grant, a fresh token.
+        self.handlers: dict[type[Any], Callable[[Any], None]] = {}
+        self.on_close: list[Callable[[], None]] = []
         threading.Thread(target=self._read, name="mst-channel-in", daemon=True).start()
 
     def send(self, message: Any) -> None:
@@ -102,8 +111,14 @@ class Wire:
                 continue
             if isinstance(message, Cancel):
                 self.cancel.set()
+            handler = self.handlers.get(type(message))
+            if handler is not None:
+                handler(message)
+                continue
             self._inbox.put(message)
         self.cancel.set()  # the coordinator is gone: finish the case under way and stop
+        for close in self.on_close:
+            close()
         self._inbox.put(None)
 
     def expect(self, kind: type[BundleMessage] | type[Tokens]) -> Any:
@@ -151,16 +166,22 @@ def run_worker(work: Work, bundle_arg: str, results_arg: str) -> int:
         secrets = dict(tokens.secrets)
         if work == "grade":  # judges read their keys from the environment; clients get theirs per
             os.environ.update(secrets)  # attempt, so no client sees another variant's keys here
-        wire.redactor = Redactor(secrets.values(), bundle.config.get("redact") or [])
+        auth = [tokens.auth.token] if tokens.auth is not None else []
+        wire.redactor = Redactor([*secrets.values(), *auth], bundle.config.get("redact") or [])
         restore = _redact_stderr(wire.redactor)
         stop_beats = _heartbeats(wire, bundle.heartbeat_seconds)
         try:
-            body = _collect if work == "collect" else _grade
-            wire.send(body(wire, bundle, bundle_dir, results, secrets, inline))
+            if work == "collect":
+                wire.send(_collect(wire, bundle, bundle_dir, results, secrets, inline))
+            else:
+                wire.send(_grade(wire, bundle, bundle_dir, results, tokens, inline))
         finally:
             stop_beats()
             restore()
         return 0
+    except UserError as exc:  # a judge preflight: what is missing and how to fix it, as it was said
+        wire.send(WorkerError(message=str(exc)))
+        return 1
     except Exception as exc:
         sys.stderr.write(wire.redactor.text(traceback.format_exc()))  # stderr is no longer the redacting pipe
         wire.send(WorkerError(message=f"{type(exc).__name__}: {exc}"))
@@ -276,16 +297,36 @@ def _until_cancelled(wire: Wire, specs: list[AttemptSpec]) -> Iterator[AttemptSp
 # Grade
 
 
-def _grade(wire: Wire, bundle: Bundle, bundle_dir: Path, results: Path, secrets: dict[str, str],
-           inline: bool) -> Done:
+def _grade_access(wire: Wire, tokens: Tokens) -> JudgeAccess:
+    """Slots leased from the coordinator, the secrets it sent, the token it keeps fresh."""
+    leases = WireLeases(wire.send)
+    wire.handlers[LeaseGranted] = leases.granted
+    wire.on_close.append(leases.close)
+    token, on_tokens = pushed_token(tokens, wire.send, wire.redactor)
+    wire.handlers[Tokens] = on_tokens
+    return JudgeAccess(leases, dict(tokens.secrets), token)
+
+
+def _preflight(resolved: ResolvedEval, access: JudgeAccess) -> None:
+    """Every judge can run here, before any is called: else the shard fails, naming what is missing."""
+    secrets = access.secrets
+    keys = Keys(lambda name: name in secrets or (name == AUTH_TOKEN and access.token is not None),
+                "the secrets file")
+    require(check(judges_of(resolved), keys, resolved.base_dir), "")  # the coordinator names the shard
+
+
+def _grade(wire: Wire, bundle: Bundle, bundle_dir: Path, results: Path, tokens: Tokens, inline: bool) -> Done:
     assert bundle.grade is not None
+    secrets = dict(tokens.secrets)
     resolved = resolved_from(bundle, bundle_dir)
+    access = _grade_access(wire, tokens)
+    _preflight(resolved, access)
     root = results / RUN_DIR
     shutil.copytree(bundle_dir / RUN_DIR, root, copy_function=_link, dirs_exist_ok=True)
     run = open_run(root)
     keep = grade_plan_keep(bundle.grade)
-    source = RecordingSource(LiveSource(resolved.base_dir))
-    context = GradingContext.of(resolved, wire.redactor)
+    source = RecordingSource(LiveSource(resolved.base_dir, access))
+    context = GradingContext.of(resolved, wire.redactor, access)
     counts = {"graded": 0, "failed": 0}
 
     def on_record(record: TrialGrading | CaseComparison) -> None:

@@ -46,19 +46,25 @@ def _need(data: Mapping[str, Any], key: str, what: str) -> Any:
 # A trial's grading
 
 
+CALL_FIELDS = ("model", "inputTokens", "outputTokens", "latencyMs", "costUsd", "votes")
+
+
 class VerdictRecord(NamedTuple):
     """One assertion's or judge's verdict on a trial. A named tuple (immutable, slotted, typed),
     as the session lookups' records are: a run decodes several per trial, and a tuple is several
     times cheaper to build than a frozen dataclass."""
 
     judge: str  # the unique name within the case (``contains#2``)
-    kind: str  # "assertion" | "code"
+    kind: str  # "assertion" | "code" | "llm" | "agentic"
     identity: str | None
     passed: bool
     score: float | None = None
     reason: str | None = None
     usage: Mapping[str, Any] | None = None
     duration_ms: float | None = None
+    # A model judge's calls, written at the verdict's top level: model, inputTokens, outputTokens,
+    # latencyMs, costUsd (null without a price) and votes (docs/grading.md, "What a verdict records").
+    calls: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"judge": self.judge, "kind": self.kind, "identity": self.identity,
@@ -67,6 +73,8 @@ class VerdictRecord(NamedTuple):
             out["usage"] = dict(self.usage)
         if self.duration_ms is not None:
             out["durationMs"] = self.duration_ms
+        if self.calls:
+            out.update(self.calls)
         return out
 
     @classmethod
@@ -78,8 +86,9 @@ class VerdictRecord(NamedTuple):
         judge = get("judge")
         if judge.__class__ is not str:
             raise RecordError("a verdict record needs a 'judge' name")
+        calls = {k: data[k] for k in CALL_FIELDS if k in data} if "inputTokens" in data else None
         return _new(cls, (judge, get("kind", "code"), get("identity"), passed, get("score"), get("reason"),
-                          get("usage") or None, get("durationMs")))
+                          get("usage") or None, get("durationMs"), calls))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +96,7 @@ class GradingError:
     """A grader (assertion, judge, deterministic grader) that gave no verdict: the trial is ungraded."""
 
     judge: str
-    kind: str  # "assertion" | "code" | "grader"
+    kind: str  # "assertion" | "code" | "llm" | "agentic" | "grader"
     identity: str | None
     message: str
 
@@ -146,6 +155,9 @@ class TrialGrading:
     graders_path: str | None = None
     output: GraderOutput | None = field(default=None, compare=False, repr=False)
     try_number: int | None = None  # the attempt's try graded; None in records older than the field
+    # The judges' own event streams made by this grading, (judge name, JSONL): written beside the
+    # run (docs/run-directory.md, judges/), never in a record.
+    streams: tuple[tuple[str, bytes], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -165,12 +177,12 @@ class TrialGrading:
     def with_graders_path(self, path: str) -> TrialGrading:
         """This grading, its grader files at ``path`` (relative to the run)."""
         return TrialGrading(self.variant, self.case, self.trial, self.verdicts, self.errors, self.graders, path,
-                            self.output, self.try_number)
+                            self.output, self.try_number, self.streams)
 
     def with_try(self, try_number: int) -> TrialGrading:
         """This grading, of the attempt's try ``try_number``."""
         return TrialGrading(self.variant, self.case, self.trial, self.verdicts, self.errors, self.graders,
-                            self.graders_path, self.output, try_number)
+                            self.graders_path, self.output, try_number, self.streams)
 
     def verdict(self, name: str) -> VerdictRecord | None:
         return next((v for v in self.verdicts if v.judge == name), None)
@@ -273,6 +285,8 @@ class CaseComparison:
     # Per compared trial (its index as a string, as JSON keys are), the candidate's and the
     # baseline's try; None in records older than the field.
     tries: Mapping[str, tuple[int, int]] | None = None
+    # The pairwise judge's event streams, (``<trial>.ab`` / ``<trial>.ba``, JSONL): files, never the record.
+    streams: tuple[tuple[str, bytes], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -308,7 +322,7 @@ class CaseComparison:
     def with_tries(self, tries: Mapping[str, tuple[int, int]]) -> CaseComparison:
         """This comparison, of the attempts ``tries`` names."""
         return CaseComparison(self.case, self.candidate, self.baseline, self.judge, self.identity, self.pairs,
-                              self.errors, dict(tries))
+                              self.errors, dict(tries), self.streams)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -71,6 +71,12 @@ class RunPaths:
         """The trial's grader events: with its transcript, the graded session (docs/run-directory.md)."""
         return f"graders/{variant}/{case}/{trial}.jsonl"
 
+    @staticmethod
+    def judge_stream_rel(judge: str, variant: str, case: str, name: str) -> str:
+        """A judge's own event stream (docs/run-directory.md): ``name`` is the trial, or for a
+        pairwise judge ``<trial>.ab`` / ``<trial>.ba`` (``variant`` is then the candidate)."""
+        return f"judges/{judge}/{variant}/{case}/{name}.jsonl"
+
 
 def new_run_id(name: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[:40] or "run"

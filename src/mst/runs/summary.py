@@ -18,6 +18,7 @@ from mst.config.resolved import ResolvedEval
 from mst.runs.compare import PASS_RATE, PASS_RATE_METRIC, Columns, Comparison, Metric, compare, metric_mean
 from mst.runs.frozen import JsonView, freeze
 from mst.runs.grading_records import MEASURED
+from mst.runs.judge_summary import JudgeTally, total
 from mst.runs.layout import COMPARISONS_SCHEMA, RESULTS_SCHEMA, SUMMARY_SCHEMA
 from mst.runs.record_files import write_record_file
 from mst.runs.run import Run
@@ -94,20 +95,25 @@ class Summary(JsonView):
     variants: tuple[VariantSummary, ...]
     confidence: float | None = None  # the level of every interval and test in it (None: not recorded, 0.95)
     schema: str = SUMMARY_SCHEMA
+    judge_usage: Mapping[str, Any] | None = None  # every judge call's tokens and cost (None: not recorded)
 
     def to_json(self) -> dict[str, Any]:
         out = {"schema": self.schema, "run": self.run, "eval": self.eval, "regradeOf": self.regrade_of,
                "phases": dict(self.phases), "casePass": _thaw(self.case_pass)}
         if self.confidence is not None:
             out["confidence"] = self.confidence
-        return {**out, "totals": self.totals.to_json(), "variants": [v.to_json() for v in self.variants]}
+        out = {**out, "totals": self.totals.to_json(), "variants": [v.to_json() for v in self.variants]}
+        if self.judge_usage is not None:
+            out["judgeUsage"] = dict(self.judge_usage)
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Summary:
         return cls(str(data["run"]), str(data["eval"]), data.get("regradeOf"), freeze(dict(data["phases"])),
                    freeze(data.get("casePass")), Totals.from_json(data["totals"]),
                    tuple(VariantSummary.from_json(v) for v in data["variants"]),
-                   _optional_float(data.get("confidence")), str(data.get("schema", SUMMARY_SCHEMA)))
+                   _optional_float(data.get("confidence")), str(data.get("schema", SUMMARY_SCHEMA)),
+                   freeze(data["judgeUsage"]) if data.get("judgeUsage") is not None else None)
 
     @property
     def complete(self) -> bool:
@@ -150,11 +156,13 @@ def summarize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE
     columns: dict[str, Columns] = {}
     variants = []
     for variant in resolved.variants:
-        cases, extra, columns[variant.id] = _variant_cases(run, resolved, variant.id, confidence)
+        tally = JudgeTally()
+        cases, extra, columns[variant.id] = _variant_cases(run, resolved, variant.id, confidence, tally)
         by_variant[variant.id] = cases
         variants.append({"id": variant.id, "baseline": variant.baseline, "client": variant.client,
                          "model": variant.model, **variant_stats(cases, rule_json, confidence), **extra,
-                         "pairwise": _pairwise(run, variant.id, resolved, columns, confidence)})
+                         "pairwise": _pairwise(run, variant.id, resolved, columns, confidence, tally),
+                         "judges": tally.to_json(confidence), "judgeUsage": tally.usage.to_json()})
     base = resolved.baseline
     for v in variants:
         if base is not None and v["id"] != base.id:
@@ -176,6 +184,7 @@ def summarize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE
             "incompleteCases": sum(v["cases"]["incomplete"] for v in variants),
         },
         "variants": variants,
+        "judgeUsage": total(v["judgeUsage"] for v in variants),
     }
 
     def rows() -> Iterator[dict[str, Any]]:
@@ -200,7 +209,7 @@ def metrics_of(columns: Columns, resolved: ResolvedEval) -> list[Metric]:
     return out
 
 
-def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: float
+def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: float, tally: JudgeTally
                    ) -> tuple[dict[str, CaseTrials], dict[str, Any], Columns]:
     cases: dict[str, CaseTrials] = {}
     columns = Columns()
@@ -242,6 +251,7 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
             for g in (grade.graders or ()) if grade is not None else ():
                 case_values["grader:" + g.id].append(g.value if g.status in MEASURED else None)
             for verdict in grade.verdicts if grade is not None else ():
+                tally.add(verdict)
                 if verdict.score is not None:
                     case_values["judge:" + verdict.judge].append(verdict.score)
         cases[case.id] = trials = CaseTrials(case.trials, tuple(passes))
@@ -284,7 +294,7 @@ def _grader_means(columns: Columns, used: Mapping[str, int], resolved: ResolvedE
 
 
 def _pairwise(run: Run, variant: str, resolved: ResolvedEval, columns: Mapping[str, Columns],
-              confidence: float) -> dict[str, Any] | None:
+              confidence: float, tally: JudgeTally) -> dict[str, Any] | None:
     """Preferences of the cases complete on both sides (the others are counted, not compared),
     the win rate, and the judge's flip rate over the pairs it judged in both orders."""
     if resolved.pairwise is None or resolved.baseline is None or variant == resolved.baseline.id:
@@ -297,6 +307,7 @@ def _pairwise(run: Run, variant: str, resolved: ResolvedEval, columns: Mapping[s
         record = run.comparisons.get((variant, case.id))
         if record is None:
             continue
+        tally.add_comparison(record)
         if not (mine.complete(i) and base.complete(i)):
             left_out += 1
             continue

@@ -27,9 +27,24 @@ class Redactor:
     """
 
     def __init__(self, secrets: Iterable[str] = (), patterns: Iterable[str] = ()) -> None:
-        values = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
-        parts = [re.escape(v) for v in values] + [f"(?:{p})" for p in patterns]
-        self._regex = re.compile("|".join(parts)) if parts else None
+        self._values = {s for s in secrets if len(s) >= 4}
+        self._patterns = list(patterns)
+        self._regex = self._compile()
+
+    def _compile(self) -> re.Pattern[str] | None:
+        values = sorted(self._values, key=len, reverse=True)
+        parts = [re.escape(v) for v in values] + [f"(?:{p})" for p in self._patterns]
+        return re.compile("|".join(parts)) if parts else None
+
+    def add(self, secrets: Iterable[str]) -> None:
+        """Redact more values from now on (a refreshed credential): everyone holding this
+        redactor sees them at once. The shared :data:`NO_REDACTION` is never extended."""
+        if self is NO_REDACTION:
+            raise ValueError("NO_REDACTION is shared: make a Redactor of your own to add secrets to")
+        fresh = {s for s in secrets if len(s) >= 4} - self._values
+        if fresh:
+            self._values |= fresh
+            self._regex = self._compile()  # one assignment: a concurrent reader sees the old or the new
 
     @classmethod
     def of(cls, secrets: Mapping[str, str]) -> Redactor:

@@ -31,18 +31,20 @@ Format facts relied on, checked against the real CLI (2.1.x) talking to a fake A
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Final
 
 import orjson
 
-from mst.clients import _cli
-from mst.clients.base import TranscriptRecorder
+from mst.agentcli import process as _cli
 from mst.endings import COMPLETED, Ending, Infrastructure, Trial
 from mst.providers._errors import ending_for_status
 from mst.session.events import ASSISTANT_MESSAGE, MODEL_REQUEST, MODEL_RETRY, TOOL_COMPLETE, TOOL_START
+from mst.session.recorder import TranscriptRecorder
 
 _SYNTHETIC: Final = "<synthetic>"
 _CONTEXT_TEXT: Final = re.compile(r"prompt is too long|context (window|length)|input is too long", re.IGNORECASE)
@@ -55,8 +57,20 @@ _TEXT_STATUS: Final = re.compile(r"API Error:\s*(?:[^\d(]*\()?(\d{3})\b")
 _INPUT_KEYS: Final = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 # The model's own failures: a trial, counted against the variant (not the infrastructure's).
 _MODEL_FAILURES: Final = frozenset({"max_output_tokens"})
+_QUIET: Final = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
 
 McpReason = Callable[[str], str | None]
+
+
+def private_environment(home: Path) -> dict[str, str]:
+    """The user's environment with a private, quiet Claude Code: ``HOME`` and ``CLAUDE_CONFIG_DIR``
+    in ``home`` (so the user's settings, memory and plugins are never read, and nothing is left
+    behind), no telemetry or auto-update, and npm's cache kept at the user's (``npx … claude-code``)."""
+    env = {**os.environ, "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude"), **_QUIET}
+    user_home = os.environ.get("HOME")
+    if user_home and "npm_config_cache" not in os.environ:
+        env["npm_config_cache"] = str(Path(user_home) / ".npm")
+    return env
 
 
 def split_tool(name: str, servers: list[str]) -> tuple[str | None, str]:
