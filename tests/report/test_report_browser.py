@@ -159,7 +159,8 @@ def big_report(source: Path, directory: Path, cases: int = 10_000, variants: int
     each variant), with one chunk holding :data:`TRIAL`."""
     head = read_record_file(source / "summary.json", "summary.json", "cases").head
     base, cand = head["variants"][0], next(v for v in head["variants"] if not v["baseline"])
-    head["variants"] = [{**(base if i == 0 else cand), "id": f"v{i}"} for i in range(variants)]
+    # The copied variants' own judge figures are dropped: the page shows exactly the one set below.
+    head["variants"] = [{**(base if i == 0 else cand), "id": f"v{i}", "judges": {}} for i in range(variants)]
     head["variants"][1]["infrastructure"] = {"total": 3, "retryable": 1, "byWhat": {"network": 1, "setup": 2}}
     head["judgeUsage"] = {"inputTokens": 1200, "outputTokens": 340, "costUsd": 0.0123}
     head["variants"][1]["judges"] = {"rubric": {"passed": 7, "graded": 9, "passRate": 7 / 9, "interval": [0.45, 0.94],
