@@ -135,6 +135,13 @@ def normalized_run(root: Path, *, collected: bool = False) -> dict[str, Any]:
     return out
 
 
+def assert_same_files(got: dict[str, Any], want: dict[str, Any]) -> None:
+    """File by file, so that a difference names its file (a whole-run diff is cut in CI logs)."""
+    assert sorted(got) == sorted(want)
+    for rel in sorted(want):
+        assert got[rel] == want[rel], rel
+
+
 def _report_data(rel: str, raw: bytes) -> tuple[str, Any]:
     """report.html and its trial chunks as the JSON they embed (docs/report.md): the page's
     script and style are the same in every run, and the chunks' folder is named by a random

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tests.clients_real.fake_provider import FakeProvider, serve, status, tool
 from tests.helpers import basic_eval, load, mock_variant, run_cli, write_eval
-from tests.runners.runners_helpers import collected_run, new_run, normalized_run
+from tests.runners.runners_helpers import assert_same_files, collected_run, new_run, normalized_run
 
 KEY = "sk-judge-shards-0123456789"
 
@@ -82,7 +82,7 @@ def test_llm_judges_grade_the_same_locally_and_in_3_shards(tmp_path: Path, fake:
     assert local_requests == 24 + 24 + 12 * 2  # judges a and b per trial; pairwise per pair, both orders
     sharded = _grade(tmp_path, source, "--runner", "process", "--runner-option", "shards=3")
     assert len(fake.requests) == 2 * local_requests  # each judge call made once, in a worker
-    assert _without_latency(normalized_run(sharded)) == _without_latency(normalized_run(local))
+    assert_same_files(_without_latency(normalized_run(sharded)), _without_latency(normalized_run(local)))
     assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in fake.requests)
 
     trial = load(local / "results.json")["trials"][0]
@@ -136,4 +136,4 @@ def test_llm_judges_grade_the_same_on_ray(tmp_path: Path, fake: FakeProvider,
     temp = tmp_path_factory.mktemp("ray")
     on_ray = _grade(tmp_path, source, "--runner", "ray", "--runner-option", "shards=2",
                     "--runner-option", f"temp_dir={temp}")
-    assert _without_latency(normalized_run(on_ray)) == _without_latency(normalized_run(local))
+    assert_same_files(_without_latency(normalized_run(on_ray)), _without_latency(normalized_run(local)))

@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 
 from tests.helpers import load, run_cli
-from tests.runners.runners_helpers import collected_run, judged_eval, new_run, normalized_run
+from tests.runners.runners_helpers import assert_same_files, collected_run, judged_eval, new_run, normalized_run
 
 from mst.runners.command import expand
 
@@ -46,4 +46,4 @@ def test_a_grade_in_two_shards_through_bash_c(tmp_path: Path) -> None:
     runner = load(remote / "run.json")["grading"]["runner"]
     assert runner["name"] == "command" and [s["shard"] for s in runner["shards"]] == [1, 2]
     assert all(s["machine"] is not None for s in runner["shards"])  # both said hello
-    assert normalized_run(remote) == normalized_run(local)
+    assert_same_files(normalized_run(remote), normalized_run(local))
