@@ -121,14 +121,17 @@ class Collector:
         except Exception as exc:
             produced = exc
         ending = endings.stored_ending(produced, deadline_passed=deadline_passed)
-        record = self._record(spec, recorder, ending, outcome, time.monotonic() - started, artifacts_rel)
+        artifacts = artifacts_rel if request.artifacts_read else None
+        record = self._record(spec, recorder, ending, outcome, time.monotonic() - started, artifacts)
         record["startedAt"] = round(started_at * 1000, 3)  # Unix ms: anchors the transcript's times (docs/otlp.md)
         return record
 
     def _record(
         self, spec: AttemptSpec, recorder: TranscriptRecorder, ending: endings.Ending,
-        outcome: AttemptOutcome | None, seconds: float, artifacts_rel: str,
+        outcome: AttemptOutcome | None, seconds: float, artifacts_rel: str | None,
     ) -> dict[str, Any]:
+        """The attempt's record, its transcript written first; ``artifacts_rel`` is None when the
+        client never read its artifacts folder (then it wrote none: no directory is looked at)."""
         variant_id, case_id, trial = spec.variant.id, spec.case.id, spec.trial
         events = recorder.events
         answer = outcome.answer if outcome else None
@@ -142,7 +145,7 @@ class Collector:
             events = [redactor.value(e) for e in events]
         transcript_rel = RunPaths.transcript_rel(variant_id, case_id, trial)
         write_transcript(f"{self._root}/{transcript_rel}", events)
-        has_artifacts = _non_empty(f"{self._root}/{artifacts_rel}")
+        has_artifacts = artifacts_rel is not None and _non_empty(f"{self._root}/{artifacts_rel}")
         if has_artifacts and active:
             redactor.tree(Path(f"{self._root}/{artifacts_rel}"))
         record: dict[str, Any] = {

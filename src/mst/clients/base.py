@@ -64,6 +64,12 @@ class AttemptRequest:
             artifacts = self._artifacts = Path(artifacts)
         return artifacts
 
+    @property
+    def artifacts_read(self) -> bool:
+        """Whether :attr:`artifacts_dir` was read (or given as a Path): a client that never read
+        it cannot have written artifacts, so the collector does not look for any."""
+        return not isinstance(self._artifacts, str)
+
     def __repr__(self) -> str:
         return (f"AttemptRequest({self.variant.id}/{self.case_id}/{self.trial}, try {self.try_number}, "
                 f"artifacts {os.fspath(self._artifacts)})")
