@@ -67,6 +67,8 @@ class Collector:
         self.concurrency = concurrency or resolved.config.concurrency
         self._clients: dict[str, Client] = {}
         self._root = os.fspath(run_root)  # per-attempt paths as strings: pathlib costs µs per join
+        self._deadline = resolved.config.deadlineSeconds
+        self._seed = resolved.config.seed
 
     def _client(self, variant: VariantConfig) -> Client:
         client = self._clients.get(variant.id)
@@ -96,14 +98,14 @@ class Collector:
             self._clients.clear()
 
     async def attempt(self, spec: AttemptSpec) -> dict[str, Any]:
-        variant, case = spec.variant, spec.case
+        variant, case, trial = spec.variant, spec.case, spec.trial
         recorder = TranscriptRecorder(variant.client)
-        deadline = self.resolved.config.deadlineSeconds
+        deadline = self._deadline
+        artifacts_rel = RunPaths.artifacts_rel(variant.id, case.id, trial)
         request = AttemptRequest(
-            case_id=case.id, prompt=case.prompt, expected=case.expected, metadata=case.metadata,
-            variant=variant, trial=spec.trial, try_number=spec.try_number, seed=self.resolved.config.seed,
-            deadline_s=deadline, artifacts_dir=self.root / RunPaths.artifacts_rel(variant.id, case.id, spec.trial),
-            transcript=recorder, secrets=self._secrets.get(variant.id, {}), case_mock=case.mock,
+            case.id, case.prompt, case.expected, case.metadata, variant, trial, spec.try_number, self._seed,
+            deadline, f"{self._root}/{artifacts_rel}", recorder, self._secrets.get(variant.id, _NO_SECRETS),
+            case.mock,
         )
         started, started_at = time.monotonic(), time.time()
         produced: endings.Ending | BaseException
@@ -119,44 +121,52 @@ class Collector:
         except Exception as exc:
             produced = exc
         ending = endings.stored_ending(produced, deadline_passed=deadline_passed)
-        record = self._record(spec, recorder, ending, outcome, time.monotonic() - started)
+        artifacts = artifacts_rel if request.artifacts_read else None
+        record = self._record(spec, recorder, ending, outcome, time.monotonic() - started, artifacts)
         record["startedAt"] = round(started_at * 1000, 3)  # Unix ms: anchors the transcript's times (docs/otlp.md)
         return record
 
     def _record(
         self, spec: AttemptSpec, recorder: TranscriptRecorder, ending: endings.Ending,
-        outcome: AttemptOutcome | None, seconds: float,
+        outcome: AttemptOutcome | None, seconds: float, artifacts_rel: str | None,
     ) -> dict[str, Any]:
+        """The attempt's record, its transcript written first; ``artifacts_rel`` is None when the
+        client never read its artifacts folder (then it wrote none: no directory is looked at)."""
         variant_id, case_id, trial = spec.variant.id, spec.case.id, spec.trial
-        if not any(e["type"] == SESSION_RESULT for e in recorder.events[-1:]):
-            recorder.emit(SESSION_RESULT, {"answer": outcome.answer if outcome else None,
-                                           "ending": endings.to_json(ending),
-                                           "durationMs": int(seconds * 1000)})
         events = recorder.events
-        if self.redactor.active:
-            events = [self.redactor.value(e) for e in events]
+        answer = outcome.answer if outcome else None
+        ending_json = endings.to_json(ending)
+        if events[-1]["type"] != SESSION_RESULT:
+            recorder.emit(SESSION_RESULT, {"answer": answer, "ending": endings.to_json(ending),
+                                           "durationMs": int(seconds * 1000)})
+        redactor = self.redactor
+        active = redactor.active
+        if active:
+            events = [redactor.value(e) for e in events]
         transcript_rel = RunPaths.transcript_rel(variant_id, case_id, trial)
         write_transcript(f"{self._root}/{transcript_rel}", events)
-        artifacts_rel = RunPaths.artifacts_rel(variant_id, case_id, trial)
-        has_artifacts = _non_empty(f"{self._root}/{artifacts_rel}")
-        if has_artifacts and self.redactor.active:
-            self.redactor.tree(Path(f"{self._root}/{artifacts_rel}"))
-        answer = outcome.answer if outcome else None
+        has_artifacts = artifacts_rel is not None and _non_empty(f"{self._root}/{artifacts_rel}")
+        if has_artifacts and active:
+            redactor.tree(Path(f"{self._root}/{artifacts_rel}"))
         record: dict[str, Any] = {
             "variant": variant_id, "case": case_id, "trial": trial, "try": spec.try_number,
-            "ending": endings.to_json(ending), "infrastructureError": endings.infrastructure_error(ending),
-            "answer": self.redactor.text(answer) if isinstance(answer, str) else answer,
+            "ending": ending_json,
+            "infrastructureError": endings.infrastructure_error(ending),
+            "answer": redactor.text(answer) if active and isinstance(answer, str) else answer,
             "transcript": transcript_rel,
             "artifacts": artifacts_rel if has_artifacts else None,
             "durationMs": round(seconds * 1000, 3),
             "usage": outcome.usage if outcome else {},
         }
         if outcome and outcome.diagnostics:
-            record["diagnostics"] = self.redactor.value(outcome.diagnostics)
-        if isinstance(ending, endings.Infrastructure) and self.redactor.active:
-            record["ending"]["why"] = self.redactor.text(ending.why)
-            record["infrastructureError"] = self.redactor.text(record["infrastructureError"])
+            record["diagnostics"] = redactor.value(outcome.diagnostics) if active else outcome.diagnostics
+        if active and isinstance(ending, endings.Infrastructure):
+            record["ending"]["why"] = redactor.text(ending.why)
+            record["infrastructureError"] = redactor.text(record["infrastructureError"])
         return record
+
+
+_NO_SECRETS: Mapping[str, str] = {}
 
 
 def _non_empty(path: str | Path) -> bool:

@@ -252,3 +252,16 @@ async def test_secrets_never_reach_an_ending(tmp_path: Path) -> None:
     outcome, _ = await run(client, tmp_path, secrets={"API_KEY": secret})
     assert isinstance(outcome.ending, Infrastructure)
     assert secret not in outcome.ending.why and "[REDACTED]" in outcome.ending.why
+
+
+def test_a_request_makes_its_artifacts_path_from_a_string_when_read(tmp_path: Path) -> None:
+    """The collector passes the artifacts folder as a string (no pathlib per attempt); a client
+    always reads a Path, the same one each time."""
+    from mst.clients.base import AttemptRequest, TranscriptRecorder
+
+    client = agent()
+    req = AttemptRequest("c1", "p", "42", {}, client.variant, 0, 1, 0, 60.0, f"{tmp_path}/artifacts/c1/0",
+                         TranscriptRecorder("agent"))
+    assert req.artifacts_dir == tmp_path / "artifacts" / "c1" / "0"
+    assert req.artifacts_dir is req.artifacts_dir
+    assert req.secrets == {} and req.case_mock is None

@@ -307,3 +307,13 @@ def test_provider_lookup() -> None:
     register_provider("fixedtest", lambda model, options: Fixed(model))
     made = create_provider("fixedtest:m-1")
     assert isinstance(made, Fixed) and made.model == "m-1"
+
+
+def test_a_template_renders_the_same_every_time_it_is_used() -> None:
+    """Templates are split once and kept (mst.providers.mock._pieces): a second render with other
+    fields must not see the first one's values, and unknown names still fail at render time."""
+    template = "{{lit}} {case}: {metadata[k]} }{"
+    assert render(template, {"case": "c1", "metadata": {"k": 1}}) == "{lit} c1: 1 }{"
+    assert render(template, {"case": "c2", "metadata": {"k": [2]}}) == "{lit} c2: [2] }{"
+    with pytest.raises(ValueError, match="unknown placeholder"):
+        render(template, {"case": "c3"})

@@ -202,3 +202,14 @@ def test_mst_view_prints_its_url_and_serves(report_run: Path) -> None:
         proc.wait(10)
     missing = run_cli("view", str(report_run.parent / "nothing"), "--port", "0", cwd=report_run.parent)
     assert missing.returncode == 2 and "not a runs directory" in missing.stderr
+
+
+def test_blank_and_spaced_lines_read_as_the_plain_jsonl_of_the_same_events(tmp_path: Path) -> None:
+    """Plain JSONL takes the one-decode way, any other layout the line-by-line one: same events."""
+    events = [{"type": "user.message", "data": {"n": i}, "provenance": {}} for i in range(3)]
+    lines = [orjson.dumps(e) for e in events]
+    for body in (b"\n".join(lines) + b"\n", b"\n\n".join(lines), b"\n  \n".join(lines) + b"\r\n"):
+        (tmp_path / "t.jsonl").write_bytes(body)
+        assert orjson.loads(transcript_json(RunPaths(tmp_path), "t.jsonl")) == events
+    (tmp_path / "t.jsonl").write_bytes(b"\n" + lines[0])
+    assert orjson.loads(transcript_json(RunPaths(tmp_path), "t.jsonl")) == events[:1]

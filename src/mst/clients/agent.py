@@ -205,6 +205,8 @@ class AgentClient:
             model = self._provider.session(context)
             if self.variant.mcpServers:
                 ending = await self._with_servers(request, model, state)
+            elif settings.timeLimitSeconds is None:  # one coroutine fewer per attempt than _limited
+                ending = await self._loop(request, model, None, state)
             else:
                 ending = await self._limited(request, model, None, state)
         except EndingException as exc:

@@ -21,6 +21,7 @@ from typing import Final
 
 import orjson
 
+from mst.fileio import read_bytes
 from mst.runs.layout import Key, RunPaths
 from mst.runs.run import Run
 
@@ -77,11 +78,20 @@ def transcript_json(paths: RunPaths, rel: str | None, budget: int = TRANSCRIPT_B
     middle with a :data:`CUT_EVENT` marker when over ``budget`` bytes."""
     if not rel:
         return b"null"
-    path = paths.root / rel
     try:
-        data = path.read_bytes()
+        data = read_bytes(f"{paths.root}/{rel}")
     except OSError as exc:
         return orjson.dumps([_marker(f"the transcript {rel} cannot be read: {exc.strerror}", 0, rel)])
+    if len(data) <= budget:
+        # Plain JSONL (what mst writes): the lines joined by commas are the array, and one
+        # decode proves it; anything else takes the line-by-line way below.
+        joined = b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]"
+        try:
+            orjson.loads(joined)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            return joined
     lines = [line for line in data.split(b"\n") if line.strip()]
     joined = b"[" + b",".join(lines) + b"]"
     try:
