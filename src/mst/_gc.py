@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 from types import TracebackType
 
-_SMALL_PASS = 1000  # items: too few for a collection to sweep them often
+SMALL_PASS = 1000  # items: too few for a collection to sweep them often
 
 
 class paused_gc:
@@ -32,7 +32,7 @@ class paused_gc:
         self._resume = False
 
     def __enter__(self) -> None:
-        if self._size >= _SMALL_PASS and gc.isenabled():
+        if self._size >= SMALL_PASS and gc.isenabled():
             gc.disable()
             self._resume = True
 

@@ -94,23 +94,25 @@ def lazy_jsonl(raw: bytes, source: str) -> LazySession | None:
     JSON array or one bare object, which :func:`~mst.session.io.parse_transcript` reads). Blank
     lines are skipped; lines that do not start like an event are decoded and checked here.
     Errors name ``source`` and the line. Nothing here copies the whole of ``raw``: the file's
-    bytes and its lines are the only two copies ever held at once."""
+    bytes and its lines are the only two copies ever held at once, and each line's type is
+    found (and the matched bytes freed) before the lines are made."""
+    found = _LINE_TYPES.findall(raw)
+    texts = _texts(set(found))
+    types: list[str | None] = list(map(texts.__getitem__, found))
+    del found  # before the lines are made: the peak is the file, its lines and a pointer per line
     lines = raw.split(b"\n")
     if not lines[-1]:
         lines.pop()  # the final newline
-    found = _LINE_TYPES.findall(raw)
-    del found[len(lines) :]  # the empty match after the final newline
-    assert len(found) == len(lines), "one match per line"
-    texts = _texts(set(found))
-    if len(lines) > 1 and all(map(texts.get, found)):  # the common case: every line starts like an event
-        types: list[str] = list(map(texts.__getitem__, found))  # type: ignore[arg-type]
-        return LazySession(lines, types, None, source)
+    del types[len(lines) :]  # the empty match after the final newline
+    assert len(types) == len(lines), "one match per line"
+    if len(lines) > 1 and None not in types:  # the common case: every line starts like an event
+        return LazySession(lines, types, None, source)  # type: ignore[arg-type]
     numbers = [n for n, line in enumerate(lines) if line.strip()]
     if len(numbers) < 2 or lines[numbers[0]].lstrip().startswith(b"["):
         return None
     kept = [lines[n] for n in numbers]
-    types = [texts[found[n]] or _line_type(lines[n], n + 1, source) for n in numbers]
-    return LazySession(kept, types, [n + 1 for n in numbers], source)
+    return LazySession(kept, [types[n] or _line_type(lines[n], n + 1, source) for n in numbers],
+                       [n + 1 for n in numbers], source)
 
 
 def _texts(raw_types: set[bytes]) -> dict[bytes, str | None]:

@@ -7,7 +7,7 @@ from itertools import compress, count
 from types import MappingProxyType
 from typing import Any, Final
 
-from mst._gc import paused_gc
+from mst._gc import SMALL_PASS, paused_gc
 from mst.session.events import MODEL_REQUEST, PHASE_AGENT, SESSION_RESULT, TOOL_COMPLETE, TOOL_START
 from mst.session.lazy import LazySession
 from mst.session.lookups.fields import event_data, is_main_agent
@@ -40,7 +40,10 @@ def create_session_lookups(session: Sequence[Any]) -> SessionLookups:
     A :class:`~mst.session.lazy.LazySession` gives each event's type without decoding it: only
     the events the pass interprets are visited and decoded (40% of a typical session), and its
     index by type is found when a grader asks for it (:class:`_TypeIndex`)."""
-    with paused_gc(len(session)):
+    size = len(session)
+    if session.__class__ is list and size < SMALL_PASS:  # a trial's session: paused_gc would leave it alone
+        return _eager_pass(session)
+    with paused_gc(size):
         if isinstance(session, LazySession):
             return _lazy_pass(session)
         return _eager_pass(session)

@@ -116,8 +116,9 @@ class _Usage:
 
     @staticmethod
     def _request(pos: int, data: Mapping[str, Any]) -> ModelRequest:
-        model = data.get("model")
-        usage, duration = parse_usage(data), _duration(data)
+        model, value = data.get("model"), data.get("durationMs")  # _duration's common case inlined
+        duration = float(value) if value.__class__ is int and value >= 0 else _duration(data)
+        usage = parse_usage(data)
         return _new_tuple(ModelRequest, (pos, usage, duration, model if model.__class__ is str else None))  # type: ignore[no-any-return]
 
     def firewall_request(self, pos: int, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
