@@ -135,3 +135,22 @@ def test_reading_lazily_holds_the_lines_and_little_else() -> None:
         tracemalloc.stop()
     assert lazy is not None and len(lazy) == len(SESSION) * 400
     assert peak < 1.5 * len(raw), f"peak {peak / len(raw):.2f}× the file while reading"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        _jsonl(SESSION).rstrip(b"\n"),  # no final newline
+        _jsonl(SESSION[:1]) + b'{"type":"user.m\\u0065ssage","data":{},"provenance":{}}\n' + _jsonl(SESSION[1:]),
+        _jsonl(SESSION[:1]) + b'{"data":{},"type":"user.message","provenance":{}}\n' + _jsonl(SESSION[1:]),
+    ],
+    ids=["no-final-newline", "escaped-type", "type-not-first"],
+)
+def test_a_line_that_does_not_start_like_an_event_reads_as_eagerly(raw: bytes) -> None:
+    """Types are found after each newline only when every line starts like an event; one line
+    that does not sends the whole file through the line-by-line reading, with the same result."""
+    lazy = lazy_jsonl(raw, "s.jsonl")
+    assert lazy is not None
+    eager = parse_transcript(raw, "s.jsonl")
+    assert list(lazy) == eager and lazy.types == [e["type"] for e in eager]
+    assert create_session_lookups(lazy) == create_session_lookups(eager)
