@@ -2,6 +2,7 @@
 
 Usage:  .venv/bin/python bench/bench_graders.py [--events 1000000 2000000] [--repeat 3] [--mix realistic]
         .venv/bin/python bench/bench_graders.py --end-to-end [--events 1000000 2000000] [--repeat 3]
+        .venv/bin/python bench/bench_graders.py --trial-transcripts RUN_DIR [--repeat 3]
 
 The session is generated in memory (not timed). ``--mix realistic`` (default) repeats a
 20-event streamed agent turn: a user message, a model request, eight message deltas, an
@@ -18,6 +19,11 @@ pinned to one core, from process start to exit (parsing, lookups, graders, print
 is started by a small fresh measuring process, so the child's peak RSS is its own (Linux counts
 a big parent's peak into a child's ``ru_maxrss``). Reported: wall, CPU and peak RSS, and the
 peak as a multiple of the file's size.
+
+``--trial-transcripts RUN_DIR`` times what every trial of ``mst run`` / ``mst grade`` pays:
+building the lookups of each small stored session of a run (``RUN_DIR/transcripts``, e.g. one
+``bench_harness.py run`` wrote), in process, the sessions decoded first (not timed). Reported:
+microseconds per session, the best of ``--repeat`` passes over up to 2,000 of them.
 """
 
 from __future__ import annotations
@@ -191,6 +197,28 @@ def end_to_end(args: argparse.Namespace) -> dict[int, dict[str, Any]]:
     return best
 
 
+def trial_lookups(run_dir: Path, repeat: int) -> float:
+    """Microseconds per ``create_session_lookups`` over a run's stored transcripts (best pass)."""
+    from mst.session.io import read_transcript
+
+    files = sorted((run_dir / "transcripts").glob("*/*/*.jsonl"))[:2000]
+    if not files:
+        raise SystemExit(f"no transcripts under {run_dir / 'transcripts'}")
+    sessions = [read_transcript(f) for f in files]
+    passes = max(1, 20_000 // len(sessions))
+    best = float("inf")
+    for _ in range(repeat):
+        c0 = time.process_time()
+        for _ in range(passes):
+            for session in sessions:
+                create_session_lookups(session)
+        best = min(best, time.process_time() - c0)
+    per = best / (passes * len(sessions)) * 1e6
+    events = sum(map(len, sessions)) / len(sessions)
+    print(f"{len(sessions):,} stored sessions ({events:.1f} events each): {per:.2f} µs CPU per create_session_lookups")
+    return per
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--events", type=int, nargs="+", default=[1_000_000, 2_000_000])
@@ -198,10 +226,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mix", choices=sorted(MIXES), default="realistic")
     parser.add_argument("--end-to-end", action="store_true", help="time `mst graders run` on a JSONL file")
     parser.add_argument("--workdir", type=Path, help="--end-to-end: write the session files here")
+    parser.add_argument("--trial-transcripts", type=Path, metavar="RUN_DIR",
+                        help="time the lookups of each stored session of a run instead")
     args = parser.parse_args(argv)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, "
           f"load {load:.2f}; mix {args.mix}; best of {args.repeat}")  # fmt: skip
+    if args.trial_transcripts is not None:
+        trial_lookups(args.trial_transcripts, args.repeat)
+        return 0
     if args.end_to_end:
         end_to_end(args)
         return 0

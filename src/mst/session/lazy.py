@@ -28,6 +28,11 @@ from mst.session.events import Event, is_event
 # Each line's ``{"type":"<text without escapes>"`` when it starts with one (the event's own type:
 # the first key of an object cannot be nested inside it), else an empty match: one item per line.
 _LINE_TYPES = re.compile(rb'(?m)^(?:\{"type":"([^"\\\n]*)")?.*$')
+# The same type after each newline, and at the start: when every line starts like an event (the
+# common case) this finds them all without the regular-expression engine walking each line to
+# its end (that walk was most of reading's cost); any other file takes the line-by-line pattern.
+_NEXT_TYPES = re.compile(rb'\n\{"type":"([^"\\\n]*)"')
+_FIRST_TYPE = re.compile(rb'\{"type":"([^"\\\n]*)"')
 
 
 class LazySession(Sequence[Event]):
@@ -94,23 +99,32 @@ def lazy_jsonl(raw: bytes, source: str) -> LazySession | None:
     JSON array or one bare object, which :func:`~mst.session.io.parse_transcript` reads). Blank
     lines are skipped; lines that do not start like an event are decoded and checked here.
     Errors name ``source`` and the line. Nothing here copies the whole of ``raw``: the file's
-    bytes and its lines are the only two copies ever held at once."""
+    bytes and its lines are the only two copies ever held at once, and each line's type is
+    found (and the matched bytes freed) before the lines are made."""
+    first = _FIRST_TYPE.match(raw)
+    found = _NEXT_TYPES.findall(raw)
+    if first is not None:
+        found.insert(0, first.group(1))
+    texts = _texts(set(found))
+    types: list[str | None] = list(map(texts.__getitem__, found))
+    del found  # before the lines are made: the peak is the file, its lines and a pointer per line
     lines = raw.split(b"\n")
     if not lines[-1]:
         lines.pop()  # the final newline
-    found = _LINE_TYPES.findall(raw)
-    del found[len(lines) :]  # the empty match after the final newline
-    assert len(found) == len(lines), "one match per line"
-    texts = _texts(set(found))
-    if len(lines) > 1 and all(map(texts.get, found)):  # the common case: every line starts like an event
-        types: list[str] = list(map(texts.__getitem__, found))  # type: ignore[arg-type]
-        return LazySession(lines, types, None, source)
+    if len(types) != len(lines) or first is None:  # some line starts otherwise: one match per line
+        found = _LINE_TYPES.findall(raw)
+        del found[len(lines) :]  # the empty match after the final newline
+        assert len(found) == len(lines), "one match per line"
+        types = list(map(_texts(set(found)).__getitem__, found))
+        del found
+    if len(lines) > 1 and None not in types:  # the common case: every line starts like an event
+        return LazySession(lines, types, None, source)  # type: ignore[arg-type]
     numbers = [n for n, line in enumerate(lines) if line.strip()]
     if len(numbers) < 2 or lines[numbers[0]].lstrip().startswith(b"["):
         return None
     kept = [lines[n] for n in numbers]
-    types = [texts[found[n]] or _line_type(lines[n], n + 1, source) for n in numbers]
-    return LazySession(kept, types, [n + 1 for n in numbers], source)
+    return LazySession(kept, [types[n] or _line_type(lines[n], n + 1, source) for n in numbers],
+                       [n + 1 for n in numbers], source)
 
 
 def _texts(raw_types: set[bytes]) -> dict[bytes, str | None]:

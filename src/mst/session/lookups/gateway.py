@@ -120,7 +120,8 @@ class _Gateway:
         result = msg.get("result")
         failed = msg.get("error") is not None or (result.__class__ is dict and result.get("isError") is True)
         slot[_DONE], slot[_SUCCESS], slot[_END] = True, not failed, pos
-        slot[_DURATION] = _duration(data)
+        value = data.get("durationMs")  # _duration's common case inlined: once per response
+        slot[_DURATION] = float(value) if value.__class__ is int and value >= 0 else _duration(data)
 
 
 def is_retry(event_type: str, data: Mapping[str, Any]) -> bool:
@@ -235,7 +236,8 @@ def _deduplicate(slots: list[_Slot], gateway: list[int]) -> tuple[tuple[ToolCall
             key = (slot[_NAME], slot[_ARGS_KEY])
             best[key] = best.get(key, 0) + 1
     dropped: set[int] = set()
-    tiers = [t for t in (SOURCE_GATEWAY_CALL, SOURCE_GATEWAY_RPC) if any(frozen[i].source == t for i in gateway)]
+    present = {slots[i][_SOURCE] for i in gateway}
+    tiers = [t for t in (SOURCE_GATEWAY_CALL, SOURCE_GATEWAY_RPC) if t in present]
     for n, tier in enumerate(tiers, start=1):
         last = n == len(tiers)
         budget = best if last else dict(best)  # the last tier may use up ``best`` itself
