@@ -302,3 +302,35 @@ def test_the_reject_option_leaves_existing_identities_alone() -> None:
                                                                       includeRejected=False))
     assert assertion_identity(plain) != assertion_identity(assertion(type="tool-called", tool="add",
                                                                       includeRejected=True))
+
+
+def test_a_trial_s_lookups_are_built_once_for_its_assertions_and_graders(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool assertion and the deterministic graders read one set of lookups per trial (the
+    graders take the trial's own when the session is its events, unredacted); with redaction the
+    graders' session is a copy and gets lookups of its own. The results are the same either way."""
+    from mst.graders import results as results_module
+    from mst.graders.config import parse_graders_config
+    from mst.grading import GradingContext
+    from mst.grading import judges as judges_module
+    from mst.session.redact import Redactor
+
+    built: list[int] = []
+    real = results_module.create_session_lookups
+
+    def counting(session: Any) -> Any:
+        built.append(len(session))
+        return real(session)
+
+    monkeypatch.setattr(results_module, "create_session_lookups", counting)
+    monkeypatch.setattr(judges_module, "create_session_lookups", counting)
+    case = make_case(assertions=[{"type": "tool-called", "tool": "add"}])
+    graded = []
+    for redactor in (None, Redactor(["sekrit"])):
+        built.clear()
+        context = GradingContext(parse_graders_config(None)) if redactor is None \
+            else GradingContext(parse_graders_config(None), redactor)
+        grading = grade_trial(view("", case=case, transcript=CALLS), case, LiveSource(), context=context)
+        assert grading.status == "graded" and grading.graders is not None
+        graded.append(grading.graders)
+        assert len(built) == (1 if redactor is None else 2)
+    assert graded[0] == graded[1]

@@ -14,6 +14,7 @@ from the one the metric defines.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from mst.graders.base import BuiltinGrader, GraderInput, Measurement, measured, unavailable
 from mst.session.lookups import SAFE_OUTPUT_RESULT, ModelRequest, SessionLookups
@@ -126,10 +127,9 @@ def _per_request(inp: GraderInput, kind: str, get: TokenGetter) -> list[int] | M
     if not requests:
         return unavailable("no per-request token evidence for the main agent")
     values = [get(r) for r in requests]
-    missing = sum(1 for v in values if v is None)
-    if missing:
-        return unavailable(f"{missing} of {len(requests)} model requests lack {kind} token counts")
-    return [v for v in values if v is not None]
+    if None in values:  # one scan in C; the count only for the message
+        return unavailable(f"{values.count(None)} of {len(requests)} model requests lack {kind} token counts")
+    return cast("list[int]", values)
 
 
 def working_set_rebuild_factor(inp: GraderInput) -> Measurement:

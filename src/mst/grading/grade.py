@@ -107,13 +107,16 @@ def _graders(trial: TrialView, source: GradingSource, context: GradingContext,
         return None, None
     from mst.graders.results import GraderRun
 
-    results = [r if isinstance(r, dict) else dict(r) for r in outcome.results]
-    for r in results:
-        if r["status"] == "error":
-            errors.append(GradingError(f"grader:{r['id']}", "grader", None, r.get("message") or "grader error"))
-    run = GraderRun(manifest, results, len(session), context.manifest_json)
-    values = tuple([GraderValue(r["id"], r["value"], r["status"]) for r in results])
-    return values, GraderOutput(run)
+    results: list[dict[str, Any]] = []
+    values: list[GraderValue] = []
+    for r in outcome.results:  # one pass: each result's value for the record, its error if any
+        result = r if type(r) is dict else dict(r)
+        grader_id, status = result["id"], result["status"]
+        if status == "error":
+            errors.append(GradingError(f"grader:{grader_id}", "grader", None, result.get("message") or "grader error"))
+        results.append(result)
+        values.append(GraderValue(grader_id, result["value"], status))
+    return tuple(values), GraderOutput(GraderRun(manifest, results, len(session), context.manifest_json))
 
 
 def grade_trial(

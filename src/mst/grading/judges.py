@@ -301,6 +301,10 @@ class TrialView:
             self._events = load_transcript(self._path)[0]  # grading keeps no copy of the bytes
         return self._events
 
+    def has_events(self, events: Sequence[Event]) -> bool:
+        """``events`` are this view's own events (already read), not a copy (a redacted one)."""
+        return events is self._events
+
     @property
     def lookups(self) -> SessionLookups:
         """The session lookups (:mod:`mst.session.lookups`), built once: the one definition of a

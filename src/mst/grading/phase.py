@@ -49,18 +49,22 @@ def plan_grading(run: Run, resolved: ResolvedEval, context: GradingContext, *, r
     if resume:
         _refuse_changed_judges(run, resolved, context)
     index = run.attempts.key_index
-    plan = GradePlan(trials=KeyList(index))  # slots, not key tuples: 8 bytes a trial
+    # A run not graded yet (`mst run` plans with resume=True) has nothing to keep: no look-up
+    # per trial for an earlier grading that cannot be there.
+    resume_trials, resume_pairs = resume and len(run.trial_grades) > 0, resume and len(run.comparisons) > 0
+    trials: KeyList[Key] = KeyList(index)  # slots, not key tuples: 8 bytes a trial
+    plan = GradePlan(trials=trials)
     cases = {c.id: c for c in resolved.cases}  # resolved.case() scans: quadratic over a big run
     for slot in run.attempts.slots_in_key_order():
         key = index.key(slot)
         if not endings.is_trial(run.ending(key)):
             continue
-        earlier = run.trial_grades.get(key) if resume else None
+        earlier = run.trial_grades.get(key) if resume_trials else None
         if earlier is not None and earlier.try_number not in (None, _attempt_try(run, key)):
             earlier = None  # graded before the attempt was collected again: grade the new one afresh
         if earlier is not None and earlier.status == "graded" and _still_valid(earlier, context, cases[key[1]]):
             continue
-        plan.trials.append(key)
+        trials.append_slot(slot)  # the slot in hand: no second look-up of the key
         if earlier is not None:
             plan.keep[key] = {v.judge: v for v in earlier.verdicts}
     baseline = resolved.baseline
@@ -69,7 +73,7 @@ def plan_grading(run: Run, resolved: ResolvedEval, context: GradingContext, *, r
             for variant in resolved.variants:
                 if variant.id == baseline.id:
                     continue
-                earlier_pair = run.comparisons.get((variant.id, case.id)) if resume else None
+                earlier_pair = run.comparisons.get((variant.id, case.id)) if resume_pairs else None
                 if earlier_pair is None or not _comparison_valid(earlier_pair, run, resolved, variant.id,
                                                                  baseline.id, case):
                     plan.pairs.append((variant.id, case.id))
@@ -107,13 +111,25 @@ def _pair_tries(run: Run, candidate: str, baseline: str, case: str, indexes: lis
             for t in indexes}
 
 
-def _pair_indexes(run: Run, candidate: str, baseline: str, case: ResolvedCase) -> list[int]:
-    return [t for t in range(case.trials)
-            if _is_trial(run, (candidate, case.id, t)) and _is_trial(run, (baseline, case.id, t))]
+def _pair_indexes(run: Run, candidate: str, baseline: str, case: ResolvedCase,
+                  known: Mapping[Key, object] | None = None) -> list[int]:
+    """The trial numbers both sides have a trial of. ``known`` are keys already seen to be
+    trials (the case's trials just graded): not looked up again."""
+    known = known or {}
+
+    def trial(key: Key) -> bool:
+        return key in known or _is_trial(run, key)
+
+    return [t for t in range(case.trials) if trial((candidate, case.id, t)) and trial((baseline, case.id, t))]
 
 
 def _is_trial(run: Run, key: Key) -> bool:
-    return key in run.attempts and endings.is_trial(run.ending(key))
+    """An attempt of ``key`` is stored and is a trial: one look-up of the key (its ending is kept
+    in memory; an absent key raises KeyError)."""
+    try:
+        return endings.is_trial(run.ending(key))
+    except KeyError:
+        return False
 
 
 def _refuse_changed_judges(run: Run, resolved: ResolvedEval, context: GradingContext) -> None:
@@ -292,8 +308,8 @@ def _pairwise_job(run: Run, resolved: ResolvedEval, candidate: str, case: Resolv
     ``views`` are trials' views already read (the case's trials just graded), used as they are."""
     assert resolved.pairwise is not None and resolved.baseline is not None
     judge, baseline = resolved.pairwise, resolved.baseline.id
-    indexes = _pair_indexes(run, candidate, baseline, case)
     known = views or {}
+    indexes = _pair_indexes(run, candidate, baseline, case, known)
 
     def view(key: Key) -> tuple[TrialView, int]:
         found = known.get(key)
@@ -302,7 +318,7 @@ def _pairwise_job(run: Run, resolved: ResolvedEval, candidate: str, case: Resolv
     cand_views = [view((candidate, case.id, t)) for t in indexes]
     base_views = [view((baseline, case.id, t)) for t in indexes]
     cand, base = [v for v, _ in cand_views], [v for v, _ in base_views]
-    earlier = run.comparisons.get((candidate, case.id))
+    earlier = run.comparisons.get((candidate, case.id)) if len(run.comparisons) else None
     tries = {str(t): (c, b) for t, (_, c), (_, b) in zip(indexes, cand_views, base_views, strict=True)}
     if earlier is not None and earlier.tries not in (None, tries):
         earlier = None  # a side was collected again: its earlier preferences do not apply
@@ -334,8 +350,14 @@ def _write_grader_files(run: Run, key: Key, output: GraderOutput) -> None:
 
 
 def grading_complete(run: Run, resolved: ResolvedEval) -> bool:
+    """Every trial graded (and every comparison made). A graded trial costs one look-up of its
+    key (its status is kept in memory); only an ungraded one has its ending looked up too."""
+    grades = run.trial_grades
     for key in run.attempts:
-        graded = key in run.trial_grades and run.trial_grades.summary(key) == "graded"
+        try:
+            graded = grades.summary(key) == "graded"
+        except KeyError:
+            graded = False
         if not graded and endings.is_trial(run.ending(key)):
             return False
     if resolved.pairwise is not None and resolved.baseline is not None:

@@ -158,7 +158,10 @@ class LiveSource:
                 manifest: dict[str, Any]) -> GradersOutcome:
         from mst.graders import run_graders
 
-        run: GraderRun = run_graders(session, config, expected=trial.expected, manifest=manifest)
+        # The session is the trial's own events when nothing is redacted: then the lookups are
+        # the trial's too (built once per trial, shared with tool assertions and judges).
+        lookups = trial.lookups if trial.has_events(session) else None
+        run: GraderRun = run_graders(session, config, expected=trial.expected, lookups=lookups, manifest=manifest)
         return GradersOutcome(tuple(run.results))
 
     def _call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
