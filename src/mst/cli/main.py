@@ -18,7 +18,6 @@ from mst import __version__
 from mst.cli.handling import handle_errors
 from mst.cli.options import confidence_option
 from mst.cli.store import publish, results_option, source_run, store_url
-from mst.statistics import MIN_CASES
 
 
 class _Main(click.Group):
@@ -118,6 +117,7 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
     if fail_on_regression:
         from mst.cli.stats import run_gate
         from mst.errors import EXIT_REGRESSION
+        from mst.statistics import MIN_CASES
 
         if run_gate(outcome.run.paths.root, against=None, metrics=(), confidence=confidence,
                     min_cases=MIN_CASES, summary_md=summary_md):
