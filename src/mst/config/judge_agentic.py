@@ -5,8 +5,6 @@ headless in a temporary, read-only workspace holding the trial's transcript and 
 (docs/grading.md, "Agentic judges").
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field

@@ -1,8 +1,6 @@
 """The eval file's schema: pydantic models at the edge, unknown fields are errors."""
 
-from __future__ import annotations
-
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -109,7 +107,7 @@ _ONE_SOURCE = ("give exactly one of 'code' (module:function), 'plugin' (entry po
                "judge) or 'agentic' (a Claude Code or Codex judge)")
 
 
-def _sources(judge: JudgeConfig | PairwiseConfig) -> int:
+def _sources(judge: "JudgeConfig | PairwiseConfig") -> int:
     """How many of a judge's kinds are given: exactly one must be (docs/grading.md, "Judges")."""
     return sum(value is not None for value in (judge.code, judge.plugin, judge.llm, judge.agentic))
 
@@ -131,7 +129,7 @@ class JudgeConfig(Strict):
     agentic: AgenticJudgeConfig | None = Field(None, description="A Claude Code or Codex CLI judge (docs/grading.md).")
 
     @model_validator(mode="after")
-    def _one_source(self) -> JudgeConfig:
+    def _one_source(self) -> Self:
         if _sources(self) != 1:
             raise ValueError(_ONE_SOURCE)
         if self.code is not None and ":" not in self.code:
@@ -155,7 +153,7 @@ class PairwiseConfig(Strict):
     agentic: AgenticJudgeConfig | None = Field(None, description="A Claude Code or Codex CLI judge (docs/grading.md).")
 
     @model_validator(mode="after")
-    def _one_source(self) -> PairwiseConfig:
+    def _one_source(self) -> Self:
         if _sources(self) != 1:
             raise ValueError(_ONE_SOURCE)
         return self
@@ -185,7 +183,7 @@ class DatasetConfig(Strict):
     options: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _source(self) -> DatasetConfig:
+    def _source(self) -> Self:
         if self.path is None and self.format is None:
             raise ValueError("give 'path' (a JSONL, CSV or YAML file) or 'format' (a dataset plugin)")
         return self
@@ -290,7 +288,7 @@ class EvalConfig(Strict):
     results: ResultsConfig | None = Field(None, description="Upload every finished run to a result store.")
 
     @model_validator(mode="after")
-    def _check(self) -> EvalConfig:
+    def _check(self) -> Self:
         ids = [v.id for v in self.variants]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
