@@ -62,6 +62,16 @@ def test_wilson_interval() -> None:
     assert (low, high) == (pytest.approx(0.2366, abs=1e-4), pytest.approx(0.7634, abs=1e-4))
 
 
+def test_z95_is_the_normal_quantile() -> None:
+    """Z95 is written out (so importing mst.statistics does not import the stdlib's statistics):
+    it must be exactly the 97.5% quantile of the standard normal."""
+    from statistics import NormalDist
+
+    from mst.statistics import Z95
+
+    assert NormalDist().inv_cdf(0.975) == Z95
+
+
 # --- case status ----------------------------------------------------------------------------------
 
 

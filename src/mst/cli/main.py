@@ -8,8 +8,10 @@ docs/statistics.md), 130 interrupted (resumable).
 
 from __future__ import annotations
 
+import gc
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -18,7 +20,6 @@ from mst import __version__
 from mst.cli.handling import handle_errors
 from mst.cli.options import confidence_option
 from mst.cli.store import publish, results_option, source_run, store_url
-from mst.statistics import MIN_CASES
 
 
 class _Main(click.Group):
@@ -89,9 +90,10 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
         fail_on_regression: bool, summary_md: Path | None, otlp: str | None, confidence: float,
         results: str | None) -> None:
     """Collect and grade an eval (TARGET = eval file), or resume a run (--resume TARGET = run dir)."""
-    from mst import api as pipeline
-    from mst.report.terminal import RichProgress, print_summary
-    from mst.runs.layout import resolve_run_dir
+    with _importing():
+        from mst import api as pipeline
+        from mst.report.terminal import RichProgress, print_summary
+        from mst.runs.layout import resolve_run_dir
 
     if otlp is not None:  # a missing extra or a bad endpoint is said before the run, not after it
         from mst.export.otlp import require_sdk, traces_endpoint
@@ -118,6 +120,7 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
     if fail_on_regression:
         from mst.cli.stats import run_gate
         from mst.errors import EXIT_REGRESSION
+        from mst.statistics import MIN_CASES
 
         if run_gate(outcome.run.paths.root, against=None, metrics=(), confidence=confidence,
                     min_cases=MIN_CASES, summary_md=summary_md):
@@ -142,8 +145,9 @@ def grade(run_dir: str, resume: bool, eval_file: Path | None, runs_dir: Path | N
           secrets_file: Path | None, as_json: bool, runner: str | None, runner_options: tuple[str, ...],
           confidence: float, results: str | None) -> None:
     """Regrade a run (a directory, or <store>/runs/<id>) into a new run (regradeOf), without collecting again."""
-    from mst import api as pipeline
-    from mst.report.terminal import RichProgress, print_summary
+    with _importing():
+        from mst import api as pipeline
+        from mst.report.terminal import RichProgress, print_summary
 
     source, stored_at = source_run(run_dir, results, runs_dir)
     with RichProgress(enabled=not as_json) as progress:
@@ -155,6 +159,25 @@ def grade(run_dir: str, resume: bool, eval_file: Path | None, runs_dir: Path | N
     if url := store_url(results or stored_at, eval_file or outcome.run.meta.eval.path):
         publish(outcome.run.paths.root, url, source=None if resume else source)
     sys.exit(outcome.exit_code)
+
+
+@contextmanager
+def _importing() -> Iterator[None]:
+    """The engine imported with the cycle collector paused, its objects then frozen (``gc.freeze``).
+
+    A command imports a few hundred modules: their classes, functions and constants are kept for
+    the whole process, so collecting while they are made frees nothing, and every later
+    collection would traverse them again. Frozen, no collection ever looks at them (a 1-case
+    `mst run`: bench/perf16_startup.md). The collector runs as before for what the command makes.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if was_enabled:
+            gc.enable()
 
 
 def _print_notes(notes: list[str], notices: Sequence[str] = ()) -> None:

@@ -28,10 +28,13 @@ def store_url(results: str | None, eval_path: str | Path | None) -> str | None:
     if eval_path is None or not Path(eval_path).is_file():
         return None
     from mst.config.load import load_eval
-    from mst.store.backend import resolve_url
 
     config = load_eval(Path(eval_path)).config
-    return resolve_url(config.results.store, Path(eval_path).parent) if config.results else None
+    if config.results is None:
+        return None
+    from mst.store.backend import resolve_url  # only for an eval that names a store
+
+    return resolve_url(config.results.store, Path(eval_path).parent)
 
 
 def source_run(target: str, results: str | None, runs_dir: Path | None) -> tuple[Path, str | None]:

@@ -5,11 +5,11 @@ headless in a temporary, read-only workspace holding the trial's transcript and 
 (docs/grading.md, "Agentic judges").
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from mst.config.fields import empty_list
 
 Runtime = Literal["claude-code", "codex"]
 DEFAULT_COMMAND: dict[str, list[str]] = {"claude-code": ["claude"], "codex": ["codex"]}
@@ -35,7 +35,7 @@ class AgenticJudgeConfig(BaseModel):
         default_factory=dict,
         description="Extra environment variables for the CLI (no secrets: list those in the judge's `secrets`).",
     )
-    extraArgs: list[str] = Field(default_factory=list, description="More CLI arguments (no secrets), added last.")
+    extraArgs: list[str] = Field(default_factory=empty_list, description="More CLI arguments (no secrets), added last.")
 
     def argv_prefix(self) -> list[str]:
         return list(self.command or DEFAULT_COMMAND[self.runtime])

@@ -5,7 +5,7 @@ Keyed by provider name (``openai``, ``anthropic``, a gateway's name: whatever a 
 of ``mst grade --runner``, where the coordinator leases the slots (docs/shards.md).
 """
 
-from __future__ import annotations
+from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -19,7 +19,7 @@ class JudgeLimit(BaseModel):
                                             description="Calls started in any 60-second window, across all shards.")
 
     @model_validator(mode="after")
-    def _some_cap(self) -> JudgeLimit:
+    def _some_cap(self) -> Self:
         if self.concurrency is None and self.requestsPerMinute is None:
             raise ValueError("give concurrency, requestsPerMinute or both")
         return self

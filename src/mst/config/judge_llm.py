@@ -6,10 +6,8 @@ that decides a verdict is validated here, when the eval loads: a template naming
 does not exist is an error naming the field path, not a prompt with a hole in it.
 """
 
-from __future__ import annotations
-
 import re
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -95,7 +93,7 @@ class LlmJudgeConfig(BaseModel):
         return template
 
     @model_validator(mode="after")
-    def _check(self) -> LlmJudgeConfig:
+    def _check(self) -> Self:
         if (self.model is None) == (self.models is None):
             raise ValueError("give exactly one of 'model' or 'models' (a panel)")
         if self.template is not None and self.sees is not None:

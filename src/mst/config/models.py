@@ -1,11 +1,10 @@
 """The eval file's schema: pydantic models at the edge, unknown fields are errors."""
 
-from __future__ import annotations
-
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mst.config.fields import empty_list
 from mst.config.judge_agentic import AgenticJudgeConfig
 from mst.config.judge_limits import JudgeLimit
 from mst.config.judge_llm import LlmJudgeConfig
@@ -108,7 +107,7 @@ _ONE_SOURCE = ("give exactly one of 'code' (module:function), 'plugin' (entry po
                "judge) or 'agentic' (a Claude Code or Codex judge)")
 
 
-def _sources(judge: JudgeConfig | PairwiseConfig) -> int:
+def _sources(judge: "JudgeConfig | PairwiseConfig") -> int:
     """How many of a judge's kinds are given: exactly one must be (docs/grading.md, "Judges")."""
     return sum(value is not None for value in (judge.code, judge.plugin, judge.llm, judge.agentic))
 
@@ -123,14 +122,14 @@ class JudgeConfig(Strict):
     options: dict[str, Any] = Field(default_factory=dict)
     threshold: float = Field(0.5, description="A judge returning a score passes at or above this.")
     secrets: list[Annotated[str, Field(pattern=SECRET_NAME)]] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Names of --secrets-file entries this judge reads from its environment; judges get no others.",
     )
 
     agentic: AgenticJudgeConfig | None = Field(None, description="A Claude Code or Codex CLI judge (docs/grading.md).")
 
     @model_validator(mode="after")
-    def _one_source(self) -> JudgeConfig:
+    def _one_source(self) -> Self:
         if _sources(self) != 1:
             raise ValueError(_ONE_SOURCE)
         if self.code is not None and ":" not in self.code:
@@ -147,14 +146,14 @@ class PairwiseConfig(Strict):
     llm: LlmJudgeConfig | None = Field(None, description="A model (or panel) preferring one response.")
     options: dict[str, Any] = Field(default_factory=dict)
     secrets: list[Annotated[str, Field(pattern=SECRET_NAME)]] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Names of --secrets-file entries this judge reads from its environment; judges get no others.",
     )
 
     agentic: AgenticJudgeConfig | None = Field(None, description="A Claude Code or Codex CLI judge (docs/grading.md).")
 
     @model_validator(mode="after")
-    def _one_source(self) -> PairwiseConfig:
+    def _one_source(self) -> Self:
         if _sources(self) != 1:
             raise ValueError(_ONE_SOURCE)
         return self
@@ -169,8 +168,8 @@ class CaseConfig(Strict):
     expected: Any = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     trials: int | None = Field(None, ge=1, le=10_000, description="Overrides the eval's `trials`.")
-    assertions: list[Assertion] = Field(default_factory=list)
-    judges: list[JudgeConfig] = Field(default_factory=list)
+    assertions: list[Assertion] = Field(default_factory=empty_list)
+    judges: list[JudgeConfig] = Field(default_factory=empty_list)
     mock: dict[str, Any] | None = Field(
         None, description="Script for the offline mock model on this case, merged over the variant's."
     )
@@ -184,7 +183,7 @@ class DatasetConfig(Strict):
     options: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _source(self) -> DatasetConfig:
+    def _source(self) -> Self:
         if self.path is None and self.format is None:
             raise ValueError("give 'path' (a JSONL, CSV or YAML file) or 'format' (a dataset plugin)")
         return self
@@ -204,7 +203,7 @@ class _ServerBase(Strict):
 
 class StdioServer(_ServerBase):
     command: OsText
-    args: list[OsText] = Field(default_factory=list)
+    args: list[OsText] = Field(default_factory=empty_list)
     env: dict[OsText, OsText] = Field(default_factory=dict)
     cwd: OsText | None = None
 
@@ -225,7 +224,7 @@ class VariantConfig(Strict):
     mcpServers: dict[str, McpServer] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict, description="Client settings; checked by the client.")
     secrets: list[Annotated[str, Field(pattern=SECRET_NAME)]] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Names of --secrets-file entries this variant's client receives (besides the ${NAME}s its "
         "mcpServers refer to); it gets no others.",
     )
@@ -272,24 +271,24 @@ class EvalConfig(Strict):
     casePass: CasePassRule | CasePass = Field(
         "all", description="When a case passes: all trials (default), any, majority, or {atLeast: f}."
     )
-    cases: list[CaseConfig] = Field(default_factory=list)
-    datasets: list[DatasetConfig] = Field(default_factory=list)
+    cases: list[CaseConfig] = Field(default_factory=empty_list)
+    datasets: list[DatasetConfig] = Field(default_factory=empty_list)
     variants: list[VariantConfig] = Field(min_length=1)
-    assertions: list[Assertion] = Field(default_factory=list, description="Applied to every case.")
-    judges: list[JudgeConfig] = Field(default_factory=list, description="Applied to every case.")
+    assertions: list[Assertion] = Field(default_factory=empty_list, description="Applied to every case.")
+    judges: list[JudgeConfig] = Field(default_factory=empty_list, description="Applied to every case.")
     pairwise: PairwiseConfig | None = None
     judgeLimits: dict[Annotated[str, Field(pattern=ID_PATTERN)], JudgeLimit] = Field(
         default_factory=dict, description="Per provider: judge calls in flight and per minute, across all shards.")
     graders: dict[str, Any] | None = Field(None, description="Deterministic graders (docs/graders.md, Configuration).")
-    redact: list[str] = Field(default_factory=list, description="Extra regexes redacted from transcripts.")
+    redact: list[str] = Field(default_factory=empty_list, description="Extra regexes redacted from transcripts.")
     metrics: list[str] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Experiment metrics: `grader:<id>` or `graders.<id>.value` of an enabled grader.",
     )
     results: ResultsConfig | None = Field(None, description="Upload every finished run to a result store.")
 
     @model_validator(mode="after")
-    def _check(self) -> EvalConfig:
+    def _check(self) -> Self:
         ids = [v.id for v in self.variants]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:

@@ -44,6 +44,7 @@ from typing import Any, Final, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from mst.config.fields import empty_list
 from mst.endings import EndingException, Infrastructure
 from mst.providers.base import (
     AssistantMessage,
@@ -160,7 +161,7 @@ class MockSettings(BaseModel):
     model_config = _STRICT
 
     steps: list[MockToolStep] = Field(
-        default_factory=list, description="Tool calls to make, one per model turn, before answering."
+        default_factory=empty_list, description="Tool calls to make, one per model turn, before answering."
     )
     answer: str = Field(
         default="{expected}", description="The final answer of a successful trial (a template)."
@@ -183,7 +184,7 @@ class MockSettings(BaseModel):
         "(setup failure on the first request, context-limit trial later).",
     )
     inject: list[MockInjection] = Field(
-        default_factory=list, description="Failures to inject (first match wins)."
+        default_factory=empty_list, description="Failures to inject (first match wins)."
     )
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from statistics import NormalDist
 from typing import Any
 
 from mst.statistics.intervals import (
@@ -142,6 +141,8 @@ def cases_needed(difference: float, sd: float, confidence: float = CONFIDENCE, p
         raise ValueError(f"the difference to detect must be a positive number, got {difference!r}")
     if not sd >= 0 or not math.isfinite(sd):
         raise ValueError(f"the standard deviation must be a non-negative number, got {sd!r}")
+    from statistics import NormalDist  # imported here: see Z95 in mst.statistics.intervals
+
     normal = NormalDist()
     z = normal.inv_cdf(0.5 + check_confidence(confidence) / 2) + normal.inv_cdf(power)
     n = max(2, math.ceil((z * sd / difference) ** 2))

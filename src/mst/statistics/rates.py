@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any, Literal, Protocol
 
 from mst.statistics.intervals import CONFIDENCE, proportion_of_cases, wilson_interval
@@ -182,6 +181,8 @@ def variant_stats(cases: Mapping[str, CaseTrials], rule: CasePassRule = "all",
     decided = counts["passed"] + counts["failed"]
     case_rate: dict[str, Any] = {"estimate": None, "low": None, "high": None, "cases": decided}
     if decided:
+        from statistics import NormalDist  # imported here: see Z95 in mst.statistics.intervals
+
         z = NormalDist().inv_cdf(0.5 + confidence / 2)
         low, high = wilson_interval(counts["passed"], decided, z)
         case_rate.update(estimate=counts["passed"] / decided, low=low, high=high)
