@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from tests.grading.grading_helpers import make_case
 
 from mst.config.resolved import ResolvedCase, ResolvedEval
@@ -35,7 +34,7 @@ def test_a_resolved_case_keeps_its_task_as_bytes_and_reads_back_the_same_values(
     from datetime import date
 
     case = ResolvedCase("c1", "What is 6*7?", {"answer": 42, "alts": [1.5, True, None]}, {"topic": "math"}, 2, (), ())
-    assert type(case._task) is bytes  # noqa: SLF001 - what it holds is the point
+    assert type(case._task) is bytes
     assert (case.prompt, case.expected, case.metadata) == ("What is 6*7?", {"answer": 42, "alts": [1.5, True, None]},
                                                             {"topic": "math"})
     case.metadata["topic"] = "changed"  # a reader's copy: the case itself is unchanged

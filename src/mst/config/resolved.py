@@ -71,6 +71,7 @@ class ResolvedCase:
     assertions: tuple[Assertion, ...]
     judges: tuple[ResolvedJudge, ...]
     mock: dict[str, Any] | None
+    _task: bytes | _Task
 
     def __init__(self, id: str, prompt: str, expected: Any, metadata: dict[str, Any], trials: int,
                  assertions: tuple[Assertion, ...], judges: tuple[ResolvedJudge, ...],
@@ -88,7 +89,8 @@ class ResolvedCase:
         if type(task) is bytes:
             prompt, expected, metadata = orjson.loads(task)
             return prompt, expected, metadata
-        return task  # type: ignore[return-value]
+        assert type(task) is tuple
+        return task
 
     @property
     def prompt(self) -> str:

@@ -151,7 +151,7 @@ def case_row(ct: CaseTrials, rule: CasePassRule = "all") -> dict[str, Any]:
             "graded": len(graded), "passed": passed, "passRate": passed / len(graded) if graded else None}
 
 
-def variant_stats(cases: Mapping[str, CaseTrials] | Iterable[CaseTrials], rule: CasePassRule = "all",
+def variant_stats(cases: Mapping[str, CaseTrials] | Sequence[CaseTrials], rule: CasePassRule = "all",
                   confidence: float = CONFIDENCE) -> dict[str, Any]:
     """Everything the summary reports for one variant, JSON-ready.
 
