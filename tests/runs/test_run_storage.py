@@ -64,6 +64,27 @@ def test_stores_sharing_a_key_index_hold_each_key_once() -> None:
         attempts.summary(("v", "c", 2))
 
 
+def test_one_slot_look_up_reads_every_store_sharing_the_keys() -> None:
+    keys: KeyIndex[object] = KeyIndex()
+    attempts: RecordStore[object] = RecordStore(keys=keys, summarize=lambda r: r["ending"])
+    grades: RecordStore[object] = RecordStore(keys=keys)
+    attempts[("v", "c", 9)] = {"ending": "done"}
+    grades[("v", "c", 9)] = {"passed": True}
+    attempts[("v", "c", 3)] = {"ending": "failed"}
+    slot = attempts.slot_of(("v", "c", 9))
+    assert slot == grades.slot_of(("v", "c", 9)) == keys.find(("v", "c", 9))
+    assert attempts.holds(slot) and attempts.at(slot) == {"ending": "done"} and grades.at(slot) == {"passed": True}
+    assert attempts.summary_at(slot) == "done" == attempts.summary(("v", "c", 9))
+    other = attempts.slot_of(("v", "c", 3))
+    assert other is not None and not grades.holds(other) and grades.at(other) is None
+    for missing in (attempts.slot_of(("v", "c", 4)), attempts.slot_of(("v", "d", 0)), None, 10**6):
+        assert not attempts.holds(missing) and attempts.at(missing) is None
+        with pytest.raises(KeyError):
+            attempts.summary_at(missing)
+    with pytest.raises(TypeError):
+        grades.summary_at(slot)
+
+
 def test_key_index_blocks_trials_and_gives_other_keys_a_slot_each() -> None:
     keys: KeyIndex[object] = KeyIndex()
     trial_keys = [("v", "c", t) for t in (0, 1, 7, 8, 20)] + [("w", "c", 0)]

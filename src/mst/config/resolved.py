@@ -7,9 +7,12 @@ resumed grading can tell a verdict from the same judge from one by a changed jud
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from mst.config.models import Assertion, EvalConfig, VariantConfig
 
@@ -28,16 +31,101 @@ class ResolvedJudge:
     secrets: tuple[str, ...] = ()  # the --secrets-file names it reads (not part of its identity)
 
 
-@dataclass(frozen=True, slots=True)  # one per case, and an eval may have tens of thousands
+_Task = tuple[str, Any, dict[str, Any]]
+
+
+def _packed_task(prompt: str, expected: Any, metadata: dict[str, Any]) -> bytes | _Task:
+    """The case's task as its JSON bytes when that reads back as the very same values (a dataset
+    row's strings, numbers, lists and objects), else as it is (a YAML date, a tuple, ...)."""
+    task = (prompt, expected, metadata)
+    try:
+        raw = orjson.dumps(task)
+    except TypeError:
+        return task
+    back = orjson.loads(raw)
+    same = back == list(task) and _same_types(back, list(task))
+    return bytes(memoryview(raw)) if same else task  # right-sized: orjson's output keeps spare room
+
+
+def _same_types(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return all(_same_types(a[k], b[k]) for k in a)
+    if type(a) is list:
+        return all(_same_types(x, y) for x, y in zip(a, b, strict=True))
+    return True
+
+
 class ResolvedCase:
+    """One case, resolved. An eval may have a hundred thousand, each alive for the whole run: its
+    task (prompt, expected, metadata) is kept as its JSON bytes, a third of what the decoded row
+    costs, and decoded when read (once per attempt or grading; a fresh copy each time, so no
+    reader changes it for the next). Immutable, and equal by its fields, like a frozen dataclass.
+    """
+
+    __slots__ = ("_task", "assertions", "id", "judges", "mock", "trials")
+
     id: str
-    prompt: str
-    expected: Any
-    metadata: dict[str, Any]
     trials: int
     assertions: tuple[Assertion, ...]
     judges: tuple[ResolvedJudge, ...]
-    mock: dict[str, Any] | None = None
+    mock: dict[str, Any] | None
+    _task: bytes | _Task
+
+    def __init__(self, id: str, prompt: str, expected: Any, metadata: dict[str, Any], trials: int,
+                 assertions: tuple[Assertion, ...], judges: tuple[ResolvedJudge, ...],
+                 mock: dict[str, Any] | None = None) -> None:
+        put = object.__setattr__
+        put(self, "id", sys.intern(id))  # the same string as the run's keys and records hold
+        put(self, "trials", trials)
+        put(self, "assertions", assertions)
+        put(self, "judges", judges)
+        put(self, "mock", mock)
+        put(self, "_task", _packed_task(prompt, expected, metadata))
+
+    def _unpacked(self) -> _Task:
+        task = self._task
+        if type(task) is bytes:
+            prompt, expected, metadata = orjson.loads(task)
+            return prompt, expected, metadata
+        assert type(task) is tuple
+        return task
+
+    @property
+    def prompt(self) -> str:
+        return self._unpacked()[0]
+
+    @property
+    def expected(self) -> Any:
+        return self._unpacked()[1]
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self._unpacked()[2]
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (self.id, *self._unpacked(), self.trials, self.assertions, self.judges, self.mock)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"ResolvedCase is immutable (cannot set {name!r})")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"ResolvedCase is immutable (cannot delete {name!r})")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is ResolvedCase and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ResolvedCase, self._fields()
+
+    def __repr__(self) -> str:
+        prompt, expected, metadata = self._unpacked()
+        return (f"ResolvedCase(id={self.id!r}, prompt={prompt!r}, expected={expected!r}, metadata={metadata!r}, "
+                f"trials={self.trials!r}, assertions={self.assertions!r}, judges={self.judges!r}, mock={self.mock!r})")
 
 
 @dataclass(frozen=True)

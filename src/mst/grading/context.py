@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class CasePlan:
-    """A case's graders as grading walks them: unique names and identities, made once per case."""
+    """A case's graders as grading walks them: its view, and the unique names and identities of its
+    assertions and judges (shared by the cases that have the same ones)."""
 
     view: CaseView
     assertions: tuple[tuple[str, str, Assertion], ...]  # (name, identity, assertion)
@@ -36,27 +37,42 @@ class CasePlan:
 
     @classmethod
     def of(cls, case: ResolvedCase) -> CasePlan:
-        seen: dict[str, int] = {}
-
-        def unique(name: str) -> str:
-            # Two unnamed assertions of one type are both "contains"; number the later ones so
-            # verdicts (and resume's `keep`) can tell them apart, stably across runs.
-            count = seen.get(name, 0) + 1
-            seen[name] = count
-            return name if count == 1 else f"{name}#{count}"
-
-        assertions = tuple((unique(assertion_name(a)), assertion_identity(a), a) for a in case.assertions)
-        judges = tuple((unique(j.id), j) for j in case.judges)
-        return cls(CaseView.of(case), assertions, judges)
+        return cls(CaseView.of(case), *_named(case.assertions, case.judges))
 
     def names(self) -> list[tuple[str, str]]:
         """(name, identity) of every assertion and judge, in grading order."""
         return [(n, i) for n, i, _ in self.assertions] + [(n, j.identity) for n, j in self.judges]
 
 
+_Named = tuple[tuple[tuple[str, str, Assertion], ...], tuple[tuple[str, ResolvedJudge], ...]]
+
+
+def _named(assertions: tuple[Assertion, ...], judges: tuple[ResolvedJudge, ...]) -> _Named:
+    """Unique names and identities of a case's assertions and judges, in grading order."""
+    seen: dict[str, int] = {}
+
+    def unique(name: str) -> str:
+        # Two unnamed assertions of one type are both "contains"; number the later ones so
+        # verdicts (and resume's `keep`) can tell them apart, stably across runs.
+        count = seen.get(name, 0) + 1
+        seen[name] = count
+        return name if count == 1 else f"{name}#{count}"
+
+    named = tuple((unique(assertion_name(a)), assertion_identity(a), a) for a in assertions)
+    return named, tuple((unique(j.id), j) for j in judges)
+
+
 def judge_sets(resolved: ResolvedEval) -> dict[str, list[str]]:
-    """Each case's judge ids, sorted: what run.json's ``grading.judges`` records and resume compares."""
-    return {c.id: sorted(j.id for j in c.judges) for c in resolved.cases}
+    """Each case's judge ids, sorted: what run.json's ``grading.judges`` records and resume
+    compares. Cases that share their judges (resolution gives them one tuple) share one list."""
+    lists: dict[int, tuple[tuple[ResolvedJudge, ...], list[str]]] = {}
+    out: dict[str, list[str]] = {}
+    for c in resolved.cases:
+        held = lists.get(id(c.judges))
+        if held is None or held[0] is not c.judges:
+            held = lists[id(c.judges)] = (c.judges, sorted(j.id for j in c.judges))
+        out[c.id] = held[1]
+    return out
 
 
 def grader_ids(graders: GradersConfig | None) -> list[str]:
@@ -75,7 +91,12 @@ class GradingContext:
     access: JudgeAccess = field(default_factory=JudgeAccess)  # judges' caps, holds and credentials
     manifest: dict[str, Any] | None = field(init=False, default=None)
     manifest_json: bytes = field(init=False, default=b"")
-    _plans: dict[str, CasePlan] = field(init=False, default_factory=dict)
+    # Names and identities per distinct (assertions, judges) pair, which resolution shares
+    # between cases (most cases have only the eval's own): a run of 100,000 cases keeps a few,
+    # not a digest per assertion and case. The tuples are kept too, so their ids stay theirs.
+    _named: dict[tuple[int, int], tuple[tuple[Any, ...], tuple[Any, ...], _Named]] = field(
+        init=False, default_factory=dict)
+    _last: tuple[ResolvedCase, CasePlan] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         if self.graders is not None and not self.graders.enabled_ids:
@@ -96,10 +117,17 @@ class GradingContext:
         return grader_ids(self.graders)
 
     def plan(self, case: ResolvedCase) -> CasePlan:
-        """The case's plan, made on first use (cases are unique by id within a run)."""
-        plan = self._plans.get(case.id)
-        if plan is None:
-            plan = self._plans[case.id] = CasePlan.of(case)
+        """The case's plan: its view, made when asked (the last one is kept: a trial asks a few
+        times), with the names shared by every case of the same assertions and judges."""
+        last = self._last
+        if last is not None and last[0] is case:
+            return last[1]
+        key = (id(case.assertions), id(case.judges))
+        held = self._named.get(key)
+        if held is None or held[0] is not case.assertions or held[1] is not case.judges:
+            held = self._named[key] = (case.assertions, case.judges, _named(case.assertions, case.judges))
+        plan = CasePlan(CaseView.of(case), *held[2])
+        self._last = (case, plan)
         return plan
 
     def session(self, trial: TrialView) -> Sequence[Event]:

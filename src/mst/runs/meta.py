@@ -75,17 +75,22 @@ _PACKED: Final = frozenset({"cases", "grading"})
 
 def _pack(data: dict[str, Any]) -> dict[str, Any]:
     for key in _PACKED & data.keys():
-        data[key] = _Packed(orjson.dumps(data[key]))
+        data[key] = _Packed(data[key])
     return data
 
 
 class _Packed:
-    """A JSON value kept as its bytes (see ``_PACKED``)."""
+    """A JSON value kept as its bytes (see ``_PACKED``), as run.json has it: indented and sorted
+    as :func:`mst.fileio.json_file_bytes` writes a value one level down, so writing run.json
+    puts the bytes in as they are (:meth:`RunMeta.to_file_json`), never decoding 100,000 cases
+    to encode them again. JSON strings hold no raw line break, so indenting the lines is exact."""
 
     __slots__ = ("raw",)
 
-    def __init__(self, raw: bytes) -> None:
-        self.raw = raw
+    def __init__(self, value: Any) -> None:
+        raw = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).replace(b"\n", b"\n  ")
+        self.raw = raw if len(raw) < 4096 else bytes(memoryview(raw))  # right-sized: orjson's
+        # output keeps the buffer it grew into (a megabyte for 5,000 cases' 155 KB)
 
     def value(self) -> Any:
         return orjson.loads(self.raw)
@@ -117,6 +122,11 @@ class RunMeta:
         """A copy of the head, in the order it was read (new fields after the old)."""
         return {k: v.value() if isinstance(v, _Packed) else _copy({k: v})[k] for k, v in self._data.items()}
 
+    def to_file_json(self) -> dict[str, Any]:
+        """The head as run.json is written from (:func:`mst.fileio.json_file_bytes`): the per-case
+        parts as their kept bytes (``orjson.Fragment``), not decoded. Only for writing."""
+        return {k: orjson.Fragment(v.raw) if isinstance(v, _Packed) else v for k, v in self._data.items()}
+
     def _with(self, **fields: Any) -> RunMeta:
         # Shallow: the values kept are never handed out uncopied, so they are never changed.
         data = dict(self._data)
@@ -144,6 +154,12 @@ class RunMeta:
         e = self._data["eval"]
         return EvalRef(str(e.get("name", "")), str(e.get("path", "")), str(e.get("digest", "")),
                        e.get("collectedDigest"))
+
+    def head(self, name: str) -> Any:
+        """A copy of one field of the head as read (``None`` when absent), without decoding the
+        per-case parts the other fields keep packed (:meth:`to_json` decodes them all)."""
+        value = _unpacked(self._data.get(name))
+        return value if isinstance(self._data.get(name), _Packed) else _copy({name: value})[name]
 
     @property
     def phases(self) -> Phases:

@@ -121,30 +121,38 @@ class KeyIndex(Generic[K]):
         return None
 
     def slot(self, key: K) -> int:
+        start = self.find(key)
+        if start is not None:
+            return start
         trial_key = self._block_key(key)
         if trial_key is None:
-            slot = self._singles.get(key)
-            if slot is None:
-                slot = self._singles[key] = len(self._owners)
-                self._owners.append(key)
+            slot = self._singles[key] = len(self._owners)
+            self._owners.append(key)
             return slot
         variant, case, trial = trial_key
         high, first, size = _block_of(trial)
-        start = self._blocks.get((variant, case, high))
-        if start is None:
-            block = _BlockKey((sys.intern(variant), sys.intern(case), high))
-            start = self._blocks[block] = len(self._owners)
-            self._owners.extend([block] * size)
+        block = _BlockKey((sys.intern(variant), sys.intern(case), high))
+        start = self._blocks[block] = len(self._owners)
+        self._owners.extend([block] * size)
         return start + trial - first
 
     def find(self, key: object) -> int | None:
-        trial_key = self._block_key(key)
-        if trial_key is None:
-            return self._singles.get(key)  # type: ignore[arg-type]
-        variant, case, trial = trial_key
-        high, first, _ = _block_of(trial)
-        start = self._blocks.get((variant, case, high))
-        return None if start is None else start + trial - first
+        """The slot of ``key``, None when it has none. Called several times per attempt (by each
+        store and reader), so a trial key's common cases are read inline, with no tuple made
+        but the block's to look up."""
+        if type(key) is tuple and len(key) == 3:
+            variant, case, trial = key
+            if type(trial) is int and type(variant) is str and type(case) is str:
+                if trial == 0:
+                    return self._blocks.get((variant, case, 0))
+                if 0 < trial < _TRIALS_PER_BLOCK:
+                    start = self._blocks.get((variant, case, 1))
+                    return None if start is None else start + trial - 1
+                if trial > 0:
+                    high = trial // _TRIALS_PER_BLOCK + 1
+                    start = self._blocks.get((variant, case, high))
+                    return None if start is None else start + trial - (high - 1) * _TRIALS_PER_BLOCK
+        return self._singles.get(key)  # type: ignore[arg-type]
 
     def key(self, slot: int) -> K:
         owner = self._owners[slot]
@@ -278,6 +286,32 @@ class RecordStore(MutableMapping[K, V]):
     def raw(self, key: K) -> bytes:
         """The record's JSON as stored, not decoded: for writing it out again as it is."""
         return self._bytes(self._packed[self._held_slot(key)])
+
+    def slot_of(self, key: object) -> int | None:
+        """The slot ``key`` has in the key index (None: none), for :meth:`at` and
+        :meth:`summary_at` here and in the stores that share the index: one look-up, not one per
+        store and read."""
+        return self._keys.find(key)
+
+    def holds(self, slot: int | None) -> bool:
+        """Whether a record is held at ``slot`` (see :meth:`slot_of`)."""
+        return slot is not None and slot < len(self._packed) and self._packed[slot] != _ABSENT
+
+    def at(self, slot: int | None) -> V | None:
+        """The record at ``slot`` (see :meth:`slot_of`), None when none is held there."""
+        packed = self._packed
+        if slot is None or slot >= len(packed) or packed[slot] == _ABSENT:
+            return None
+        return self._read(packed[slot])
+
+    def summary_at(self, slot: int | None) -> Any:
+        """The ``summarize`` value of the record at ``slot``; KeyError when none is held there."""
+        if self._summarize is None:
+            raise TypeError("this RecordStore keeps no summaries")
+        packed = self._packed
+        if slot is None or slot >= len(packed) or packed[slot] == _ABSENT:
+            raise KeyError(slot)
+        return self._summaries[slot]
 
     def _held_slot(self, key: object) -> int:
         """The slot of the record held for ``key``; KeyError when there is none."""

@@ -6,6 +6,7 @@ by the path that produced them. Linear in the number of attempts.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -134,6 +135,11 @@ def _thaw(value: Any) -> Any:
     return value
 
 
+# Distinct per-case trial outcomes shared (a run of five trials a case has at most 3**5 of
+# ``True``/``False``/``None`` per trial count): past this many, cases keep their own.
+_SHARED_TRIALS = 4096
+
+
 def finalize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE) -> Summary:
     # The records as stored, one per line: never the whole list in memory, never encoded again.
     write_record_file(run.paths.results, {"schema": RESULTS_SCHEMA, "run": run.id}, "trials",
@@ -152,7 +158,7 @@ def summarize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE
     are written: a run of 10,000 cases never holds 10,000 rows."""
     rule = resolved.config.casePass
     rule_json: Any = rule if isinstance(rule, str) else rule.model_dump()
-    by_variant: dict[str, dict[str, CaseTrials]] = {}
+    by_variant: dict[str, list[CaseTrials]] = {}  # aligned with resolved.cases
     columns: dict[str, Columns] = {}
     variants = []
     for variant in resolved.variants:
@@ -173,7 +179,7 @@ def summarize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE
         "run": run.id,
         "eval": resolved.config.name,
         "regradeOf": run.meta.regrade_of,
-        "phases": run.meta.to_json()["phases"],
+        "phases": run.meta.head("phases"),  # not to_json(): that decodes every case's part
         "casePass": rule_json,
         "confidence": confidence,
         "totals": {
@@ -188,10 +194,19 @@ def summarize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE
     }
 
     def rows() -> Iterator[dict[str, Any]]:
+        made: dict[CaseTrials, dict[str, Any]] = {}  # equal trials, equal figures: each made once
+
+        def counts(trials: CaseTrials) -> dict[str, Any]:
+            row = made.get(trials)
+            if row is None:
+                row = case_row(trials, rule_json)
+                if len(made) < _SHARED_TRIALS:
+                    made[trials] = row
+            return row
+
         for i, case in enumerate(resolved.cases):
             yield {"id": case.id, "trials": case.trials,
-                   "variants": {v: {**case_row(cases[case.id], rule_json), **columns[v].row_values(i)}
-                                for v, cases in by_variant.items()}}
+                   "variants": {v: {**counts(cases[i]), **columns[v].row_values(i)} for v, cases in by_variant.items()}}
 
     return summary, rows()
 
@@ -210,8 +225,11 @@ def metrics_of(columns: Columns, resolved: ResolvedEval) -> list[Metric]:
 
 
 def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: float, tally: JudgeTally
-                   ) -> tuple[dict[str, CaseTrials], dict[str, Any], Columns]:
-    cases: dict[str, CaseTrials] = {}
+                   ) -> tuple[list[CaseTrials], dict[str, Any], Columns]:
+    """The variant's trials per case (aligned with ``resolved.cases``; equal ones share one
+    object: most cases of a big run have the same few), its totals, and its per-case columns."""
+    cases: list[CaseTrials] = []
+    alike: dict[CaseTrials, CaseTrials] = {}
     columns = Columns()
     used: Counter[str] = Counter()  # per metric, the trial values of complete cases
     infra: Counter[str] = Counter()
@@ -220,16 +238,20 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
     outcomes: Counter[str] = Counter()
     ungraded = 0
     usage: dict[str, float] = defaultdict(float)
-    durations: list[float] = []
+    durations = array("d")  # 8 bytes per attempt, summed as a list would be
     rule = resolved.config.casePass
+    attempts, grades = run.attempts, run.trial_grades
+    # One key look-up per trial for both stores when they share their keys (a run's do).
+    shared = grades.key_index is attempts.key_index
     for case in resolved.cases:
         passes: list[bool | None] = []
         case_values: dict[str, list[float | None]] = defaultdict(list)
         for trial in range(case.trials):
             key = (variant, case.id, trial)
-            if key not in run.attempts:
+            slot = attempts.slot_of(key)
+            if not attempts.holds(slot):
                 continue
-            ending = run.ending(key)
+            ending = attempts.summary_at(slot)
             if isinstance(ending, endings.Infrastructure):
                 infra[ending.what] += 1
                 retryable += ending.retryable
@@ -237,11 +259,12 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
                     needs_fix.append({"case": case.id, "trial": trial, "what": ending.what, "why": ending.why})
                 continue
             outcomes[ending.outcome] += 1
-            grade = run.trial_grades.get(key)
+            grade = grades.at(slot) if shared else grades.get(key)
             passed = grade.passed if grade is not None else None
             ungraded += passed is None
             passes.append(passed)
-            record = run.attempts[key]
+            record = attempts.at(slot)
+            assert record is not None
             for name, value in record.usage.items():
                 if isinstance(value, int | float):
                     usage[name] += value
@@ -254,7 +277,9 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
                 tally.add(verdict)
                 if verdict.score is not None:
                     case_values["judge:" + verdict.judge].append(verdict.score)
-        cases[case.id] = trials = CaseTrials(case.trials, tuple(passes))
+        trials = CaseTrials(case.trials, tuple(passes))
+        trials = alike.setdefault(trials, trials) if len(alike) < _SHARED_TRIALS else alike.get(trials, trials)
+        cases.append(trials)
         rate = _complete_rate(trials, rule)
         columns.add_case(case.id, {PASS_RATE: rate,
                                    **{ref: _case_mean(values, case.id) for ref, values in case_values.items()}})

@@ -150,7 +150,7 @@ def case_row(ct: CaseTrials, rule: CasePassRule = "all") -> dict[str, Any]:
             "graded": len(graded), "passed": passed, "passRate": passed / len(graded) if graded else None}
 
 
-def variant_stats(cases: Mapping[str, CaseTrials], rule: CasePassRule = "all",
+def variant_stats(cases: Mapping[str, CaseTrials] | Sequence[CaseTrials], rule: CasePassRule = "all",
                   confidence: float = CONFIDENCE) -> dict[str, Any]:
     """Everything the summary reports for one variant, JSON-ready.
 
@@ -161,7 +161,7 @@ def variant_stats(cases: Mapping[str, CaseTrials], rule: CasePassRule = "all",
     """
     complete: list[tuple[int, int]] = []
     counts = {"passed": 0, "failed": 0, "incomplete": 0}
-    for ct in cases.values():
+    for ct in cases.values() if isinstance(cases, Mapping) else cases:  # by case id, or in case order
         status = case_status(ct.passes, ct.expected, rule)
         counts[status] += 1
         if status != "incomplete":

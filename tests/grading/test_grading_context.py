@@ -1,0 +1,49 @@
+"""The grading context's per-case data: names and identities shared between cases (issue 16)."""
+
+from __future__ import annotations
+
+from tests.grading.grading_helpers import make_case
+
+from mst.config.resolved import ResolvedCase, ResolvedEval
+from mst.grading.context import CasePlan, GradingContext, judge_sets
+
+
+def test_cases_of_the_same_assertions_share_their_names_and_identities() -> None:
+    first = make_case(assertions=[{"type": "contains", "value": "4"}, {"type": "contains", "value": "2"}])
+    second = ResolvedCase("c2", "other", None, {}, 1, first.assertions, first.judges)  # shared, as resolved
+    context = GradingContext()
+    one, two = context.plan(first), context.plan(second)
+    assert [n for n, _, _ in one.assertions] == ["contains", "contains#2"]
+    assert one.assertions is two.assertions and one.judges is two.judges
+    assert (one.view.id, two.view.id, two.view.prompt) == ("c1", "c2", "other")
+    assert context.plan(second) is two  # asked again by the same trial: the same plan
+    assert one.names() == CasePlan.of(first).names() and context.plan(first).view.id == "c1"
+
+
+def test_judge_sets_share_one_list_between_cases_of_the_same_judges() -> None:
+    first = make_case()
+    cases = (first, ResolvedCase("c2", "p", None, {}, 1, (), first.judges))
+    resolved = ResolvedEval.__new__(ResolvedEval)
+    object.__setattr__(resolved, "cases", cases)
+    sets = judge_sets(resolved)
+    assert sets == {"c1": [], "c2": []} and sets["c1"] is sets["c2"]
+
+
+def test_a_resolved_case_keeps_its_task_as_bytes_and_reads_back_the_same_values() -> None:
+    import pickle
+    from datetime import date
+
+    case = ResolvedCase("c1", "What is 6*7?", {"answer": 42, "alts": [1.5, True, None]}, {"topic": "math"}, 2, (), ())
+    assert type(case._task) is bytes
+    assert (case.prompt, case.expected, case.metadata) == ("What is 6*7?", {"answer": 42, "alts": [1.5, True, None]},
+                                                            {"topic": "math"})
+    case.metadata["topic"] = "changed"  # a reader's copy: the case itself is unchanged
+    assert case.metadata == {"topic": "math"} and pickle.loads(pickle.dumps(case)) == case
+    odd = ResolvedCase("c2", "p", (1, 2), {"when": date(2026, 1, 2)}, 1, (), ())  # no JSON round trip: kept as is
+    assert odd.expected == (1, 2) and odd.metadata == {"when": date(2026, 1, 2)} and odd != case
+    try:
+        case.trials = 3  # type: ignore[misc]
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("a resolved case must be immutable")
