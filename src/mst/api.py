@@ -76,7 +76,7 @@ def run_eval(
     with _opened(runner, runner_options, "collect") as opened, ExitStack() as held:
         target = runs_dir or _default_runs_dir(resolved)
         sweep_all(None, target)
-        held.callback(sweep_all, None, target)  # again at the end: a killed run's workers have ended by now
+        held.callback(sweep_all, None, target, closing=True)  # again at the end: a killed run's workers end
         made: list[RunMeta] = []
 
         def populate(staging: RunPaths, run_id: str) -> None:
@@ -374,7 +374,7 @@ def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None, con
 
     target = runs_dir or source.paths.root.parent
     sweep_all(None, target)
-    held.callback(sweep_all, None, target)
+    held.callback(sweep_all, None, target, closing=True)
     paths, lock = create_run_dir(target, resolved.config.name, populate)
     held.callback(lock.release)
     run = staged[0]

@@ -96,6 +96,28 @@ def test_next_run_removes_a_dead_runs_staging_dir_and_work_dirs(tmp_path: Path,
     assert live_staging.exists() and in_use.exists() and kept.exists()
 
 
+def test_the_closing_sweep_waits_for_a_dead_coordinators_workers(tmp_path: Path) -> None:
+    """A coordinator killed just before the next command leaves workers still starting: the
+    opening sweep must keep their directory, the closing one removes it once they have exited."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    orphaned = tmp / f"mst-grade-shards-{dead_pid()}-w0"
+    orphaned.mkdir()
+    code = ("import fcntl, os, sys, time\nfd = os.open(sys.argv[1], os.O_RDONLY)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(float(sys.argv[2]))\n")
+    worker = subprocess.Popen([sys.executable, "-c", code, str(orphaned), "3"], stdout=subprocess.PIPE, text=True)
+    assert worker.stdout is not None and worker.stdout.readline().strip() == "locked"
+    try:
+        assert debris.sweep_work_dirs(str(tmp)) == [] and orphaned.exists()  # the opening sweep never waits
+        path = write_eval(tmp_path, basic_eval())
+        proc = run_cli("run", str(path), "--runs-dir", "runs", cwd=tmp_path, env={"TMPDIR": str(tmp)})
+        assert proc.returncode == 0, proc.stderr
+        assert not orphaned.exists()
+    finally:
+        worker.kill()
+        worker.wait()
+
+
 def test_a_second_writer_of_one_run_is_refused(tmp_path: Path) -> None:
     run = collected(tmp_path)
     fd = os.open(run, os.O_RDONLY)

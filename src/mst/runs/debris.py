@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,10 @@ STAGING_DIR = re.compile(r"^\..+\.(\d+)\.staging$")
 SWEPT_TREES = ("transcripts", "graders")  # where mst itself writes a run's files
 WORK_DIR = re.compile(r"^mst-(?:collect-shards|grade-shards|worker)-(\d+)-")
 KEPT = re.compile(r"^(mst-(?:collect-shards|grade-shards|worker)-)(\d+-)")
+# How long a command's closing sweep waits for a dead coordinator's workers to let go of its work
+# directory (they notice the coordinator is gone when their channel closes, after their imports).
+SETTLE_S = 5.0
+_POLL_S = 0.05
 
 
 def staging_name(run_id: str) -> str:
@@ -78,8 +83,12 @@ def _open_dir(path: str | Path) -> int:
     return os.open(path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
 
 
-def _owner_gone(path: str, pid: int, *, directory: bool) -> bool:
-    """Both tests of the module docstring: the pid is dead and nobody holds the lock."""
+def _owner_gone(path: str, pid: int, *, directory: bool, until: float = 0.0) -> bool:
+    """Both tests of the module docstring: the pid is dead and nobody holds the lock.
+
+    ``until`` (a ``time.monotonic()`` deadline): when the owner is dead but the lock is held —
+    its orphaned shard workers, still ending — wait for them up to then.
+    """
     if pid_alive(pid):
         return False
     try:
@@ -87,7 +96,11 @@ def _owner_gone(path: str, pid: int, *, directory: bool) -> bool:
     except OSError:
         return False
     try:
-        return lock_fd(fd)
+        while not lock_fd(fd):
+            if time.monotonic() >= until:
+                return False
+            time.sleep(_POLL_S)
+        return True
     finally:
         os.close(fd)  # the lock goes with it; the leftover is removed right after
 
@@ -100,7 +113,7 @@ def _remove(path: str, *, directory: bool) -> None:
             os.unlink(path)
 
 
-def _sweep_entries(folder: str, pattern: re.Pattern[str], *, directories: bool) -> list[str]:
+def _sweep_entries(folder: str, pattern: re.Pattern[str], *, directories: bool, until: float = 0.0) -> list[str]:
     removed: list[str] = []
     try:
         entries = list(os.scandir(folder))
@@ -116,7 +129,7 @@ def _sweep_entries(folder: str, pattern: re.Pattern[str], *, directories: bool) 
             continue
         if is_dir != directories:
             continue
-        if _owner_gone(entry.path, int(match.group(1)), directory=directories):
+        if _owner_gone(entry.path, int(match.group(1)), directory=directories, until=until):
             _remove(entry.path, directory=directories)
             removed.append(entry.path)
     return removed
@@ -145,17 +158,24 @@ def sweep_runs_dir(runs_dir: Path) -> list[str]:
     return _sweep_entries(folder, STAGING_DIR, directories=True) + _sweep_entries(folder, TMP_FILE, directories=False)
 
 
-def sweep_work_dirs(parent: str | None = None) -> list[str]:
-    """Remove dead coordinators' and workers' work directories from ``parent`` (``$TMPDIR``)."""
-    return _sweep_entries(parent or tempfile.gettempdir(), WORK_DIR, directories=True)
+def sweep_work_dirs(parent: str | None = None, *, settle_s: float = 0.0) -> list[str]:
+    """Remove dead coordinators' and workers' work directories from ``parent`` (``$TMPDIR``).
+
+    ``settle_s``: wait up to that long, in all, for the orphaned workers of a dead coordinator
+    to exit and release its directory (a command's closing sweep; the opening one never waits).
+    """
+    until = time.monotonic() + settle_s if settle_s > 0 else 0.0
+    return _sweep_entries(parent or tempfile.gettempdir(), WORK_DIR, directories=True, until=until)
 
 
-def sweep_all(run_root: Path | None, runs_dir: Path) -> None:
-    """What every command that writes runs sweeps first: the run, its runs directory, $TMPDIR."""
+def sweep_all(run_root: Path | None, runs_dir: Path, *, closing: bool = False) -> None:
+    """What every command that writes runs sweeps first and last: the run, its runs directory,
+    $TMPDIR. The ``closing`` sweep waits a little (:data:`SETTLE_S`) for a killed coordinator's
+    workers, which may still have been starting when the command began."""
     if run_root is not None:
         sweep_run_dir(run_root)
     sweep_runs_dir(runs_dir)
-    sweep_work_dirs()
+    sweep_work_dirs(settle_s=SETTLE_S if closing else 0.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,5 +282,5 @@ def run_lock(root: Path) -> Iterator[RunLock]:
         yield lock
     finally:
         if ours:
-            sweep_all(None, root.parent)
+            sweep_all(None, root.parent, closing=True)
         lock.release()
