@@ -118,11 +118,11 @@ def test_assertion_only_grading_is_fast() -> None:
     source, context = LiveSource(), GradingContext()  # a run's context: the case's plan is made once
     trials = [view("The answer is 42", case=case, trial=i) for i in range(5000)]
     grade_trial(trials[0], case, source, context=context)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: a loaded CI machine stretches wall time, not this
     for t in trials:
         grade_trial(t, case, source, context=context)
-    per_trial = (time.perf_counter() - start) / len(trials)
-    assert per_trial < 100e-6, f"{per_trial * 1e6:.1f} µs per trial"  # ~10-20 µs; generous for CI noise
+    per_trial = (time.process_time() - start) / len(trials)
+    assert per_trial < 200e-6, f"{per_trial * 1e6:.1f} µs of CPU per trial"  # tens of µs; a bound, not a benchmark
 
 
 # --- pairwise ----------------------------------------------------------------------------------
