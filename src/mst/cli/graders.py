@@ -15,10 +15,6 @@ from typing import Any
 
 import click
 import orjson
-from rich import box
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from mst._gc import paused_gc
 from mst.cli.handling import handle_errors
@@ -134,6 +130,10 @@ def _threshold(result: dict[str, Any]) -> str:
 
 def _print_results(results: list[dict[str, Any]], source: str) -> None:
     """A compact table (it fits 80 columns), then each grader's message on its own line."""
+    from rich.console import Console  # only when drawing: `--json` never imports rich
+    from rich.markup import escape
+    from rich.table import Table
+
     console = Console()
     table = Table(title=f"graders — {source}")
     for column in ("grader", "status", "value", "unit", "threshold"):
@@ -237,6 +237,10 @@ def _with_interval(value: Any, pair: Sequence[float] | None) -> str:
 
 def _print_analysis(analysis: dict[str, Any]) -> None:
     """One compact table per metric; intervals are 95% by default (``confidence``)."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console()
     level = f"{analysis['confidence']:.0%}"
     for metric in analysis["metrics"]:

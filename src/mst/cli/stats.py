@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from mst.cli.handling import F, handle_errors
 from mst.cli.options import confidence_option
@@ -31,6 +30,8 @@ def run_gate(run_dir: Path, *, against: Path | None, metrics: Sequence[str], con
     base = read_run(resolve_run_dir(against)) if against is not None else None
     result = gate(run, against=base, metrics=[parse_metric(m) for m in metrics], confidence=confidence,
                   min_cases=min_cases)
+    from rich.console import Console  # only when drawing: `mst graders run --json` never imports rich
+
     Console(stderr=True).print(gate_table(result))
     markdown = gate_markdown(result)
     targets = [summary_md] if summary_md is not None else []
