@@ -181,6 +181,24 @@ async def test_a_request_whose_final_count_never_came_has_no_output_count(
     assert outcome.usage["outputTokens"] == 18  # the result line's total is still complete
 
 
+async def test_a_tool_result_before_its_message_s_final_count_waits_for_the_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Code runs a tool as soon as its block is complete: the ``user`` line with its result
+    may come before the message's ``message_delta``, and the count must still be the final one."""
+    lines = _real("real_ok")
+    user = next(i for i, line in enumerate(lines) if line.startswith('{"type":"user"'))
+    delta = next(i for i, line in enumerate(lines) if '"type":"message_delta"' in line)
+    assert delta < user
+    _scenario(tmp_path, monkeypatch, [*lines[:delta], lines[user], *lines[delta:user], *lines[user + 1:]])
+    outcome, events = await run(claude(servers=TINY), tmp_path, secrets=SECRETS)
+    assert outcome.ending == COMPLETED
+    assert [r["outputTokens"] for r in of_type(events, "model.request")] == [9, 9]
+    assert [e["type"] for e in events][1:] == [
+        "user.message", "model.request", "assistant.message", "tool.execution_start", "tool.execution_complete",
+        "model.request", "assistant.message", "session.result"]
+
+
 async def test_real_rate_limit_after_retries_is_provider_api_with_the_retries_recorded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -139,7 +139,19 @@ def assert_same_files(got: dict[str, Any], want: dict[str, Any]) -> None:
     """File by file, so that a difference names its file (a whole-run diff is cut in CI logs)."""
     assert sorted(got) == sorted(want)
     for rel in sorted(want):
-        assert got[rel] == want[rel], rel
+        assert got[rel] == want[rel], f"{rel}: {_difference(got[rel], want[rel])}"
+
+
+def _difference(got: Any, want: Any) -> str:
+    """What one side has and the other lacks, short enough for a CI log."""
+    if isinstance(got, list) and isinstance(want, list):
+        ours = [orjson.dumps(x, option=orjson.OPT_SORT_KEYS).decode() for x in got]
+        theirs = [orjson.dumps(x, option=orjson.OPT_SORT_KEYS).decode() for x in want]
+        only_got, only_want = [x for x in ours if x not in theirs], [x for x in theirs if x not in ours]
+        text = f"only in got: {only_got}; only in want: {only_want}"
+    else:
+        text = f"got {got!r}; want {want!r}"
+    return text[:3000]
 
 
 def _report_data(rel: str, raw: bytes) -> tuple[str, Any]:

@@ -12,6 +12,8 @@ Format facts relied on, checked against the real CLI (2.1.x) talking to a fake A
 - An ``assistant`` line per content block (same ``message.id``) is printed *before* that
   message's ``message_delta``, so its ``usage.output_tokens`` is the partial count of
   ``message_start`` (1): per-request usage is taken from the stream events, never from it.
+- A tool runs as soon as its ``tool_use`` block is complete, so the ``user`` line with its result
+  can come before its message's ``message_delta`` (now and then, with ``StructuredOutput``).
 - An API failure the CLI gave up on is an ``assistant`` line with ``model: "<synthetic>"``,
   ``error`` (``rate_limit``, ``server_error``, ``authentication_failed``, ``billing_error``,
   ``invalid_request``, ``max_output_tokens``, ``unknown``) and the text shown to a user
@@ -127,7 +129,10 @@ class ClaudeStream:
         if kind == "stream_event":
             self._stream_event(obj)
             return None
-        if not (kind == "system" and obj.get("subtype") == "status"):  # progress notes end no message
+        # Progress notes end no message; nor does a tool's result: Claude Code runs a tool as soon
+        # as its block is complete, so the result can come before the message's final count
+        # (seen with StructuredOutput), and it waits behind the message instead.
+        if not (kind == "system" and obj.get("subtype") == "status") and kind != "user":
             self.flush(keep=_message_id(obj) if kind == "assistant" else None)
         if kind == "system":
             return self._system(obj)
@@ -238,7 +243,14 @@ class ClaudeStream:
             data: dict[str, Any] = {"toolCallId": call_id, "toolName": tool, "success": success,
                                     "durationMs": int((time.monotonic() - t0) * 1000), "mcpServerName": server}
             data["output" if success else "error"] = _cli.tool_text(block.get("content"))
-            self.rec.emit(TOOL_COMPLETE, data)
+            self._emit(TOOL_COMPLETE, data)
+
+    def _emit(self, type_: str, data: dict[str, Any]) -> None:
+        """Emit now, or behind the newest message still waiting for its final count."""
+        if self.held:
+            next(reversed(self.held.values())).append((type_, data))
+        else:
+            self.rec.emit(type_, data)
 
     # -- model requests ----------------------------------------------------------------------
 
