@@ -7,10 +7,9 @@ The claude-code and codex clients and agentic judges read their CLI's stream int
 from __future__ import annotations
 
 import time
-from time import monotonic as _monotonic
 from typing import Any
 
-from mst.session.events import PHASE_AGENT, Event, format_header
+from mst.session.events import PHASE_AGENT, Event, format_header, make_event
 
 
 class TranscriptRecorder:
@@ -30,14 +29,11 @@ class TranscriptRecorder:
         return int((time.monotonic() - self._start) * 1000)
 
     def emit(self, type_: str, data: dict[str, Any], *, phase: str | None = None) -> Event:
-        # make_event's shape (mst.session.events), built inline: an offline attempt emits four
-        # or five events, and the call with its keyword arguments was most of emit's cost.
-        events = self.events
-        event: Event = {"type": type_, "data": data, "provenance": {
-            "component": self.component, "phase": phase or self.phase, "index": len(events),
-            "timestampMs": int((_monotonic() - self._start) * 1000),
-        }}
-        events.append(event)
+        event = make_event(
+            type_, data, component=self.component, phase=phase or self.phase,
+            index=len(self.events), timestamp_ms=self.elapsed_ms(),
+        )
+        self.events.append(event)
         return event
 
     def extend(self, events: list[Event]) -> None:
