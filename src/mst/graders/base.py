@@ -38,21 +38,16 @@ ConfigCheck = Callable[[Any], str | None]
 
 # ``tuple.__new__`` skips the named tuple's Python-level ``__new__``: ten measurements and ten
 # inputs are made for every trial graded, where that call was a visible share of the phase.
-_new_tuple: Final = tuple.__new__
+new_tuple: Final = tuple.__new__
 
 
 def measured(value: float, message: str) -> Measurement:
-    return _new_tuple(Measurement, (float(value), message))  # type: ignore[no-any-return]
+    return new_tuple(Measurement, (float(value), message))  # type: ignore[no-any-return]
 
 
 def unavailable(message: str) -> Measurement:
-    return _new_tuple(Measurement, (None, message))  # type: ignore[no-any-return]
+    return new_tuple(Measurement, (None, message))  # type: ignore[no-any-return]
 
-
-def grader_input(session: Sequence[Mapping[str, Any]], lookups: SessionLookups, config: Mapping[str, Any],
-                 expected: Any) -> GraderInput:
-    """A :class:`GraderInput`, made without the named tuple's ``__new__`` (see ``_new_tuple``)."""
-    return _new_tuple(GraderInput, (session, lookups, config, expected))  # type: ignore[no-any-return]
 
 
 def is_number(value: Any) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import orjson
 
-from mst.graders.base import GraderInput, Measurement, grader_input
+from mst.graders.base import GraderInput, Measurement, new_tuple
 from mst.graders.config import GradersConfig, GraderSpec
 from mst.graders.registry import BUILTINS
 from mst.session.lookups import SMALL_PASS, SessionLookups, create_session_lookups, paused_gc
@@ -74,9 +74,8 @@ def _threshold(spec: GraderSpec, value: float) -> str | None:
 
 
 def _out_of_range(spec: GraderSpec, value: float) -> str | None:
-    if (spec.min is None or value >= spec.min) and (spec.max is None or value <= spec.max) \
-            and value - value == 0.0:  # in range and finite: the common case, decided at once
-        return None
+    """Why ``value`` is not a valid result of ``spec`` (:func:`make_result` calls this only after
+    its inline test found the value out of range or not finite), or None."""
     if not math.isfinite(value):
         return f"grader returned a non-finite value ({value})"
     if spec.min is not None and value < spec.min:
@@ -91,7 +90,9 @@ def make_result(spec: GraderSpec, measurement: Measurement | None, error: str | 
     missed (a metric with no threshold has nothing to fail), ``fail`` when its threshold is
     missed, ``unavailable`` without a value, ``error`` when the computation failed."""
     value, message = measurement if measurement is not None else (None, "")
-    if error is None and value is not None:
+    if error is None and value is not None and not (
+            (spec.min is None or value >= spec.min) and (spec.max is None or value <= spec.max)
+            and value - value == 0.0):  # in range and finite (the common case) without a call
         error = _out_of_range(spec, value)
     outcome: str | None = None
     if error is not None:
@@ -228,7 +229,7 @@ def _run_builtins(session: Sequence[Mapping[str, Any]], config: GradersConfig, l
     results: dict[str, dict[str, Any]] = {}
     for spec in config.enabled:
         if spec.kind == "builtin":
-            results[spec.id] = run_one(spec, grader_input(session, lookups, spec.config, expected))
+            results[spec.id] = run_one(spec, new_tuple(GraderInput, (session, lookups, spec.config, expected)))
     return results
 
 
