@@ -20,6 +20,7 @@ import mst.graders.results as results_module
 from mst.graders import (
     BUILTINS,
     SCHEMA_VERSION,
+    GraderRun,
     Measurement,
     create_session_lookups,
     parse_graders_config,
@@ -121,6 +122,15 @@ def test_events_jsonl_is_each_event_encoded() -> None:
     for session in (SESSION, SESSION[:2], []):
         run = run_graders(session, config)
         assert run.events_jsonl() == dumps_jsonl(run.events())
+
+
+def test_events_jsonl_past_the_kept_provenance_tails() -> None:
+    """Provenance tails are kept for the first indexes only; a session longer than that (and the
+    same index again, once kept) still encodes exactly as each event does."""
+    run = run_graders(SESSION, parse_graders_config(None))
+    for base in (4094, 4095, 4096, 10**6, 4094):
+        moved = GraderRun(run.manifest, run.results, base)
+        assert moved.events_jsonl() == dumps_jsonl(moved.events())
 
 
 def test_grader_events_do_not_change_a_regrade() -> None:

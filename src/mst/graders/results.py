@@ -16,10 +16,10 @@ from typing import Any, Final
 
 import orjson
 
-from mst.graders.base import GraderInput, Measurement
+from mst.graders.base import GraderInput, Measurement, new_tuple
 from mst.graders.config import GradersConfig, GraderSpec
 from mst.graders.registry import BUILTINS
-from mst.session.lookups import SessionLookups, create_session_lookups, paused_gc
+from mst.session.lookups import SMALL_PASS, SessionLookups, create_session_lookups, paused_gc
 
 SCHEMA_VERSION: Final = 2
 MANIFEST_EVENT: Final = "grader.manifest"
@@ -74,9 +74,8 @@ def _threshold(spec: GraderSpec, value: float) -> str | None:
 
 
 def _out_of_range(spec: GraderSpec, value: float) -> str | None:
-    if (spec.min is None or value >= spec.min) and (spec.max is None or value <= spec.max) \
-            and value - value == 0.0:  # in range and finite: the common case, decided at once
-        return None
+    """Why ``value`` is not a valid result of ``spec`` (:func:`make_result` calls this only after
+    its inline test found the value out of range or not finite), or None."""
     if not math.isfinite(value):
         return f"grader returned a non-finite value ({value})"
     if spec.min is not None and value < spec.min:
@@ -91,7 +90,9 @@ def make_result(spec: GraderSpec, measurement: Measurement | None, error: str | 
     missed (a metric with no threshold has nothing to fail), ``fail`` when its threshold is
     missed, ``unavailable`` without a value, ``error`` when the computation failed."""
     value, message = measurement if measurement is not None else (None, "")
-    if error is None and value is not None:
+    if error is None and value is not None and not (
+            (spec.min is None or value >= spec.min) and (spec.max is None or value <= spec.max)
+            and value - value == 0.0):  # in range and finite (the common case) without a call
         error = _out_of_range(spec, value)
     outcome: str | None = None
     if error is not None:
@@ -162,17 +163,33 @@ class GraderRun:
 
     def events_jsonl(self) -> bytes:
         """:meth:`events` as JSONL, byte for byte what encoding each event gives; the manifest,
-        the same for every trial of a run, is encoded once."""
+        the same for every trial of a run, is encoded once, and each line is three pieces joined
+        once (the provenance tail of an index is kept: every trial of a run uses the same few)."""
         index = self.base_index
         manifest = self.manifest_json or orjson.dumps(self.manifest)
-        lines = [b'{"type":"grader.manifest","data":' + manifest + _PROVENANCE % index]
+        pieces = [_MANIFEST_HEAD, manifest, _provenance(index)]
+        extend, dumps, tails = pieces.extend, orjson.dumps, _TAILS
         for i, result in enumerate(self.results, start=index + 1):
-            lines.append(b'{"type":"grader.result","data":' + orjson.dumps(result) + _PROVENANCE % i)
-        return b"".join(lines)
+            extend((_RESULT_HEAD, dumps(result), tails.get(i) or _provenance(i)))
+        return b"".join(pieces)
 
 
+_MANIFEST_HEAD: Final = b'{"type":"' + MANIFEST_EVENT.encode() + b'","data":'
+_RESULT_HEAD: Final = b'{"type":"' + RESULT_EVENT.encode() + b'","data":'
 _PROVENANCE: Final = (b',"provenance":{"component":"' + GRADING_COMPONENT.encode()
                       + b'","phase":"grading","index":%d}}\n')
+_TAILS: dict[int, bytes] = {}
+_TAILS_KEPT: Final = 4096  # indices past a typical session's length are formatted each time
+
+
+def _provenance(index: int) -> bytes:
+    """The end of a grading event's line, from ``,"provenance"`` to the newline."""
+    tail = _TAILS.get(index)
+    if tail is None:
+        tail = _PROVENANCE % index
+        if index < _TAILS_KEPT:
+            _TAILS[index] = tail
+    return tail
 
 
 def run_graders(
@@ -201,11 +218,18 @@ def run_builtin_graders(
     session: Sequence[Mapping[str, Any]], config: GradersConfig, lookups: SessionLookups, *, expected: Any = None
 ) -> dict[str, dict[str, Any]]:
     """The built-in phase: pure computation in this process, custom graders skipped entirely."""
-    results: dict[str, dict[str, Any]] = {}
+    if len(session) < SMALL_PASS:  # a trial's session: paused_gc would leave it alone, so skip its cost
+        return _run_builtins(session, config, lookups, expected)
     with paused_gc(len(session)):  # same reason as for the lookups: no collection sweeps over the session
-        for spec in config.enabled:
-            if spec.kind == "builtin":
-                results[spec.id] = run_one(spec, GraderInput(session, lookups, spec.config, expected))
+        return _run_builtins(session, config, lookups, expected)
+
+
+def _run_builtins(session: Sequence[Mapping[str, Any]], config: GradersConfig, lookups: SessionLookups,
+                  expected: Any) -> dict[str, dict[str, Any]]:
+    results: dict[str, dict[str, Any]] = {}
+    for spec in config.enabled:
+        if spec.kind == "builtin":
+            results[spec.id] = run_one(spec, new_tuple(GraderInput, (session, lookups, spec.config, expected)))
     return results
 
 

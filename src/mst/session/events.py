@@ -75,10 +75,12 @@ def format_header(component: str) -> Event:
 
 def is_event(value: Any) -> bool:
     """The canonical shape: a dotted string type, an object data, a provenance object."""
+    if not isinstance(value, dict):
+        return False
+    etype = value.get("type")  # read once: this runs for every line of every transcript loaded
     return (
-        isinstance(value, dict)
-        and isinstance(value.get("type"), str)
-        and "." in value["type"]
+        isinstance(etype, str)
+        and "." in etype
         and isinstance(value.get("data"), dict)
         and isinstance(value.get("provenance"), dict)
     )
