@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mst import endings
 from mst.clients.base import AttemptOutcome, AttemptRequest, Client, TranscriptRecorder
@@ -27,6 +28,7 @@ from mst.session.io import write_transcript
 from mst.session.redact import Redactor
 
 OnAttempt = Callable[[dict[str, Any]], None]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +89,8 @@ class Collector:
             for spec in iterator:
                 self.on_attempt(await self.attempt(spec))
                 # An attempt that never waited (an offline model) never gave the loop a turn:
-                # without one, each attempt's cancelled deadline timer stays queued until the end.
+                # without one, a Ctrl-C (asyncio.run cancels the main task) would wait for the
+                # last attempt, and another worker's answered request for its turn.
                 await asyncio.sleep(0)
 
         try:
@@ -102,8 +105,9 @@ class Collector:
         recorder = TranscriptRecorder(variant.client)
         deadline = self._deadline
         artifacts_rel = RunPaths.artifacts_rel(variant.id, case.id, trial)
+        prompt, expected, metadata = case.task()
         request = AttemptRequest(
-            case.id, case.prompt, case.expected, case.metadata, variant, trial, spec.try_number, self._seed,
+            case.id, prompt, expected, metadata, variant, trial, spec.try_number, self._seed,
             deadline, f"{self._root}/{artifacts_rel}", recorder, self._secrets.get(variant.id, _NO_SECRETS),
             case.mock,
         )
@@ -111,12 +115,23 @@ class Collector:
         produced: endings.Ending | BaseException
         outcome: AttemptOutcome | None = None
         deadline_passed = False
+        timer: asyncio.Timeout | None = None
         try:
-            async with asyncio.timeout(deadline) as timer:
-                outcome = await self._client(variant).attempt(request)
+            when = asyncio.get_running_loop().time() + deadline
+            running = self._client(variant).attempt(request)
+            if not isinstance(running, types.CoroutineType):  # another awaitable, from a plugin
+                running = _awaited(running)
+            try:
+                waiting = running.send(None)
+            except StopIteration as done:  # it never waited: no timer could have fired (see _resumed)
+                finished: AttemptOutcome = done.value
+            else:
+                async with asyncio.timeout_at(when) as timer:
+                    finished = await _resumed(running, waiting)
+            outcome = finished
             produced = outcome.ending
         except TimeoutError as exc:
-            deadline_passed = timer.expired()
+            deadline_passed = timer is not None and timer.expired()
             produced = exc
         except Exception as exc:
             produced = exc
@@ -167,6 +182,43 @@ class Collector:
 
 
 _NO_SECRETS: Mapping[str, str] = {}
+
+
+async def _awaited(awaitable: Awaitable[_T]) -> _T:
+    return await awaitable
+
+
+@types.coroutine
+def _resumed(running: Coroutine[Any, Any, _T], waiting: Any) -> Generator[Any, Any, _T]:
+    """Await the rest of ``running``, which has taken its first step and is ``waiting`` on a
+    future: what ``await running`` would have done from there (PEP 380's delegation: values
+    sent and exceptions thrown in, a cancellation included, reach ``running`` as they are).
+
+    Why the first step is taken outside the attempt's deadline: the deadline's timer can only
+    fire when the event loop runs, and the loop runs only once the attempt waits. An attempt
+    that finishes without ever waiting (an offline model: most of a bench run) ends exactly
+    as it would under the timer, and arming and cancelling one per attempt cost ~10 µs (about
+    7% of collecting, bench/perf16_collect.md). An attempt that waits is put under the same
+    deadline (:func:`asyncio.timeout_at`, with the time taken before its first step), so what
+    ``mst.endings.stored_ending`` is told when the deadline passes is unchanged.
+    """
+    while True:
+        thrown: BaseException | None = None
+        try:
+            sent = yield waiting
+        except GeneratorExit:
+            running.close()
+            raise
+        except BaseException as exc:
+            thrown = exc
+        # Outside the except block: an exception ``running`` raises gets no implicit context
+        # from this frame (``endings.from_exception`` follows ``__context__``).
+        try:
+            waiting = running.send(sent) if thrown is None else running.throw(thrown)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        finally:
+            thrown = None
 
 
 def _non_empty(path: str | Path) -> bool:

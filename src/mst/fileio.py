@@ -37,7 +37,7 @@ def atomic_write_chunks(path: Path | str, chunks: Iterable[bytes], *, fsync: boo
     try:
         fd = os.open(tmp, flags, 0o666)
     except FileNotFoundError:  # the directory is new: make it only then (one syscall saved per file)
-        os.makedirs(head or ".", exist_ok=True)
+        _make_dir(head or ".")
         fd = os.open(tmp, flags, 0o666)
     try:
         # Locked while written: a sweep removes a temp file only when its owner is gone
@@ -65,6 +65,9 @@ def atomic_write_chunks(path: Path | str, chunks: Iterable[bytes], *, fsync: boo
         raise
 
 
+_CREATE_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+
+
 def write_trial_file(path: str, data: bytes) -> None:
     """Write one of a trial's files (transcript, graded session, grader results).
 
@@ -74,12 +77,11 @@ def write_trial_file(path: str, data: bytes) -> None:
     again, a trial graded again in place) is replaced atomically, because a journal line may
     point at it. No fsync, for the same reason as :func:`atomic_write_bytes`.
     """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags, 0o666)
+        fd = os.open(path, _CREATE_NEW, 0o666)
     except FileNotFoundError:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        fd = os.open(path, flags, 0o666)
+        _make_dir(os.path.dirname(path) or ".")
+        fd = os.open(path, _CREATE_NEW, 0o666)
     except FileExistsError:
         atomic_write_bytes(path, data, fsync=False)
         return
@@ -87,6 +89,19 @@ def write_trial_file(path: str, data: bytes) -> None:
         _write_all(fd, data, path)
     finally:
         os.close(fd)
+
+
+def _make_dir(path: str) -> None:
+    """``os.makedirs(path, exist_ok=True)`` that tries the one ``mkdir`` first: a trial file's
+    folder is new once per case and its parent is there already, and ``makedirs`` would
+    ``stat`` the folder and its parent before making it."""
+    try:
+        os.mkdir(path)
+    except FileNotFoundError:
+        os.makedirs(path, exist_ok=True)
+    except FileExistsError:
+        if not os.path.isdir(path):  # a file where the folder goes: makedirs's own error
+            raise
 
 
 def read_bytes(path: str | Path) -> bytes:

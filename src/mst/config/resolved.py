@@ -92,6 +92,11 @@ class ResolvedCase:
         assert type(task) is tuple
         return task
 
+    def task(self) -> tuple[str, Any, dict[str, Any]]:
+        """(prompt, expected, metadata) from one decode: an attempt reads all three, and each
+        property below decodes the whole task again."""
+        return self._unpacked()
+
     @property
     def prompt(self) -> str:
         return self._unpacked()[0]
