@@ -248,7 +248,8 @@ class TrialView:
         self._tool_calls: list[dict[str, Any]] | None = None
         self._lookups: SessionLookups | None = None
         self._text: str | None = None
-        if transcript is None or isinstance(transcript, Path | str):  # a file, read when first needed
+        # A file (a str, as attempt records give it, tested first), read when first needed.
+        if transcript is None or transcript.__class__ is str or isinstance(transcript, Path | str):
             self._path: Path | str | None = transcript
             self._events: Sequence[Event] | None = None
         else:
