@@ -220,3 +220,12 @@ def test_async_pairwise_judge_matches_a_sync_one() -> None:
     assert (asynchronous["wins"], asynchronous["losses"], asynchronous["preference"]) == (2, 1, "candidate")
     # The sync path runs an async pairwise judge too.
     assert compare_pairwise(case, cand, base, judge, LiveSource()).preference == "candidate"
+
+
+def test_record_made_with_its_try_and_no_grader_path_without_graders() -> None:
+    """grade_trial puts the attempt's try in the record as it makes it; the grader file's path
+    only when graders ran (none here: no context's graders)."""
+    case = make_case(assertions=[{"type": "contains", "value": "4"}])
+    record = grade_trial(view("42", case=case), case, LiveSource(), graders_path="graders/v/c/0.jsonl", try_number=2)
+    assert record.try_number == 2 and record.graders_path is None
+    assert record.to_json()["try"] == 2 and "gradersPath" not in record.to_json()

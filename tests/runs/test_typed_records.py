@@ -127,3 +127,19 @@ def test_the_summary_decodes_once_and_reads_as_its_file() -> None:
         summary["totals"]["incompleteCases"] = 0
     with pytest.raises(TypeError):
         summary.variants[0].figures["cases"]["passed"] = 1  # type: ignore[index]
+
+
+def test_pair_records_decode_alike_inline_and_checked() -> None:
+    """A pair of the shape mst writes is read inline; any other goes through the checked path,
+    which decodes the same record or names what is wrong."""
+    from mst.runs.grading_records import PairRecord
+
+    pair = {"trial": 2, "ab": "candidate", "ba": "tie", "preference": "tie", "reasons": {"ab": "x", "ba": None},
+            "usage": [{"inputTokens": 1}], "durationMs": 0.5}
+    assert PairRecord.from_json(pair) == PairRecord._checked(pair)
+    assert PairRecord.from_json(pair).to_json() == pair
+    assert PairRecord.from_json({**pair, "trial": "2"}).trial == 2  # a string trial, as before
+    with pytest.raises(RecordError, match="sides"):
+        PairRecord.from_json({**pair, "ab": "left"})
+    with pytest.raises(RecordError, match="'ba'"):
+        PairRecord.from_json({"trial": 0, "ab": "tie", "preference": "tie"})

@@ -36,6 +36,10 @@ from mst.session.io import TranscriptError
 
 Keep = Mapping[str, VerdictRecord | Mapping[str, Any]]
 
+# The records' named tuples built from all their fields at once: a trial makes a few verdicts and
+# ten grader values, and the generated ``__new__`` (keywords, defaults) costs as much again.
+_new = tuple.__new__
+
 
 def case_plan(case: ResolvedCase, context: GradingContext | None = None) -> CasePlan:
     return (context or GradingContext()).plan(case)
@@ -86,8 +90,8 @@ def _judge_record(name: str, judge: ResolvedJudge, outcome: JudgeOutcome,
         return
     usage = dict(outcome.usage) if outcome.usage else None
     code = kind == "code"  # a model judge's usage is its calls, recorded at the verdict's top level
-    verdicts.append(VerdictRecord(name, kind, judge.identity, v.passed, v.score, v.reason,
-                                  usage if code else None, outcome.duration_ms, None if code else usage))
+    verdicts.append(_new(VerdictRecord, (name, kind, judge.identity, v.passed, v.score, v.reason,
+                                         usage if code else None, outcome.duration_ms, None if code else usage)))
 
 
 def _graders(trial: TrialView, source: GradingSource, context: GradingContext,
@@ -115,7 +119,7 @@ def _graders(trial: TrialView, source: GradingSource, context: GradingContext,
         if status == "error":
             errors.append(GradingError(f"grader:{grader_id}", "grader", None, result.get("message") or "grader error"))
         results.append(result)
-        values.append(GraderValue(grader_id, result["value"], status))
+        values.append(_new(GraderValue, (grader_id, result["value"], status)))
     return tuple(values), GraderOutput(GraderRun(manifest, results, len(session), context.manifest_json))
 
 
@@ -126,6 +130,8 @@ def grade_trial(
     *,
     keep: Keep | None = None,
     context: GradingContext | None = None,
+    graders_path: str | None = None,
+    try_number: int | None = None,
 ) -> TrialGrading:
     """Grade one trial — every assertion, every case judge, the deterministic graders — through
     ``source``; the result's verdicts and errors decide its status.
@@ -133,7 +139,9 @@ def grade_trial(
     ``keep`` maps a judge's name to an earlier verdict; it is reused when its identity equals the
     judge's current one (``mst grade --resume``), so only judges without a valid verdict run.
     ``context`` is the run's grading context (its graders, its redactor); without one, no
-    deterministic grader runs.
+    deterministic grader runs. ``graders_path`` (where the caller writes the trial's grader file,
+    recorded only when graders ran) and ``try_number`` (the attempt's try) go into the record as
+    it is made: a run grades every trial once, and a copy per field costs as much as the record.
     """
     _check_trial(trial, case)
     context = context or GradingContext()
@@ -141,7 +149,7 @@ def grade_trial(
     verdicts: list[VerdictRecord] = []
     errors: list[GradingError] = []
     for name, identity, assertion in plan.assertions:
-        kept = _kept(keep, name, identity)
+        kept = _kept(keep, name, identity) if keep else None
         if kept is not None:
             verdicts.append(kept)
             continue
@@ -149,10 +157,11 @@ def grade_trial(
         if result.passed is None:
             errors.append(GradingError(name, "assertion", identity, result.error or "the assertion gave no verdict"))
         else:
-            verdicts.append(VerdictRecord(name, "assertion", identity, result.passed, None, result.reason))
+            verdicts.append(_new(VerdictRecord, (name, "assertion", identity, result.passed, None, result.reason,
+                                                 None, None, None)))
     streams: list[tuple[str, bytes]] = []
     for name, judge in plan.judges:
-        kept = _kept(keep, name, judge.identity)
+        kept = _kept(keep, name, judge.identity) if keep else None
         if kept is not None:
             verdicts.append(kept)
             continue
@@ -161,8 +170,8 @@ def grade_trial(
         if outcome.stream is not None:
             streams.append((name, outcome.stream))
     values, output = _graders(trial, source, context, errors)
-    return TrialGrading(trial.variant, case.id, trial.trial, tuple(verdicts), tuple(errors), values, None, output,
-                        streams=tuple(streams))
+    return TrialGrading(trial.variant, case.id, trial.trial, tuple(verdicts), tuple(errors), values,
+                        graders_path if output is not None else None, output, try_number, tuple(streams))
 
 
 # ---------------------------------------------------------------------------------------------

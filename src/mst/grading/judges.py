@@ -85,9 +85,13 @@ def to_verdict(value: Any, threshold: float) -> Verdict:
     a :class:`Verdict`. Anything else is a :class:`JudgeReturnError`, so a judge with a bug is a
     grading error rather than a silently failed (or passed) trial.
     """
+    cls = value.__class__
+    if cls is tuple and len(value) == 2 and value[0].__class__ is bool and (
+            value[1] is None or value[1].__class__ is str):  # (passed, reason): the common form, checked as below
+        return Verdict(value[0], None, value[1])
     if isinstance(value, Verdict):
         return value
-    if isinstance(value, bool):
+    if cls is bool:
         return Verdict(value)
     if isinstance(value, int | float):
         number = _finite(value)
@@ -233,8 +237,8 @@ class TrialView:
         self.case_id = case_id
         self.trial = trial
         self.answer = answer
-        self.ending: Mapping[str, Any] = (
-            ending if isinstance(ending, Mapping) else endings.to_json(ending)
+        self.ending: Mapping[str, Any] = (  # a dict, as records give it, without the ABC check
+            ending if ending.__class__ is dict or isinstance(ending, Mapping) else endings.to_json(ending)
         )
         self.usage: Mapping[str, Any] = usage if usage is not None else {}
         self.artifacts_dir = artifacts_dir
@@ -244,7 +248,8 @@ class TrialView:
         self._tool_calls: list[dict[str, Any]] | None = None
         self._lookups: SessionLookups | None = None
         self._text: str | None = None
-        if transcript is None or isinstance(transcript, Path | str):  # a file, read when first needed
+        # A file (a str, as attempt records give it, tested first), read when first needed.
+        if transcript is None or transcript.__class__ is str or isinstance(transcript, Path | str):
             self._path: Path | str | None = transcript
             self._events: Sequence[Event] | None = None
         else:

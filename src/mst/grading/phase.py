@@ -23,11 +23,12 @@ from mst.config.secrets import in_environment, judge_secret_names, only
 from mst.fileio import write_trial_file
 from mst.grading.context import GradingContext
 from mst.grading.grade import compare_pairwise, grade_trial
+from mst.grading.judge_access import using
 from mst.grading.judges import TrialView
 from mst.grading.preflight import needed_env
 from mst.grading.sources import GradingSource, LiveSource
 from mst.runs.files import Journal
-from mst.runs.grading_records import CaseComparison, GraderOutput, TrialGrading, VerdictRecord
+from mst.runs.grading_records import CaseComparison, TrialGrading, VerdictRecord
 from mst.runs.layout import Key, RunPaths
 from mst.runs.progress import Progress
 from mst.runs.records import KeyList
@@ -182,15 +183,19 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
     progress.start("grade", len(plan.trials) + len(plan.pairs))
     cases = {c.id: c for c in resolved.cases}  # resolved.case() scans: quadratic over a big run
 
+    root, keep, graded = run.root, plan.keep, context.manifest is not None
+
     def grade_one(key: Key, view: TrialView, attempt_try: int) -> tuple[TrialGrading, dict[str, Any]]:
-        grading = grade_trial(view, cases[key[1]], source, keep=plan.keep.get(key), context=context)
+        # The record is made with its final fields: the grader file's path (written below, before
+        # the record is journaled) and the attempt's try, since one collected again later is
+        # graded again (docs/run-directory.md).
+        grading = grade_trial(view, cases[key[1]], source, keep=keep.get(key) if keep else None, context=context,
+                              graders_path=RunPaths.graders_rel(*key) if graded else None, try_number=attempt_try)
         for judge, stream in grading.streams:
             _write_stream(run, RunPaths.judge_stream_rel(judge, key[0], key[1], str(key[2])), stream, context)
         if grading.output is not None:
-            _write_grader_files(run, key, grading.output)
-            grading = grading.with_graders_path(RunPaths.graders_rel(*key))
-        # The attempt graded: one collected again later is graded again (docs/run-directory.md).
-        return _redacted(grading.with_try(attempt_try), context)
+            _write_grader_files(root, grading)
+        return _redacted(grading, context)
 
     def jobs() -> Iterator[tuple[Key | tuple[str, str], Callable[[], tuple[Any, dict[str, Any]]]]]:
         # Case by case: its trials, then its comparisons, which reuse the views just read, so
@@ -210,17 +215,22 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
     cfg = resolved.config
     workers = (cfg.gradingConcurrency or cfg.concurrency) if _calls_judges(resolved) else 1
     judge_env = only(secrets, [*judge_secret_names(resolved), *needed_env(resolved)])  # only what they name
-    with in_environment(judge_env), Journal(run.paths.grading_journal) as journal:
+    compared: dict[tuple[str, str], bool] = {}  # the comparisons made here: complete or not
+    # The grading's judge access is this thread's for the whole loop, so a code judge called here
+    # finds it set already (LiveSource sets it per call only where it is not: a pool's thread).
+    with in_environment(judge_env), using(context.access), Journal(run.paths.grading_journal) as journal:
         for key, (record, data) in _in_order(jobs(), workers):
             if len(key) == 3:
                 run.trial_grades.put(key, record, journal.append(data))  # type: ignore[arg-type]
             else:
                 run.comparisons.put(key, record, journal.append(data))  # type: ignore[arg-type]
+                compared[key] = not record.errors  # type: ignore[index]
             if on_record is not None:
                 on_record(record)
             progress.advance()
     progress.finish()
-    run.meta = run.meta.with_phases(grade="complete" if grading_complete(run, resolved) else "partial")
+    complete = grading_complete(run, resolved, compared)
+    run.meta = run.meta.with_phases(grade="complete" if complete else "partial")
 
 
 def _by_case(run: Run, resolved: ResolvedEval, plan: GradePlan) -> Iterator[tuple[str, list[Key], list[str]]]:
@@ -342,16 +352,21 @@ def _write_stream(run: Run, rel: str, stream: bytes, context: GradingContext) ->
     write_trial_file(path, stream)
 
 
-def _write_grader_files(run: Run, key: Key, output: GraderOutput) -> None:
-    """The trial's one grader file, never its record: the ``grader.manifest`` and ``grader.result``
-    events that, read after the transcript, make the graded session (docs/run-directory.md).
-    Like the transcript, it precedes the trial's journal line (see write_trial_file)."""
-    write_trial_file(f"{run.root}/{RunPaths.graders_rel(*key)}", output.run.events_jsonl())
+def _write_grader_files(root: str, grading: TrialGrading) -> None:
+    """The trial's one grader file (at its record's ``graders_path`` under the run's ``root``),
+    never its record: the ``grader.manifest`` and ``grader.result`` events that, read after the
+    transcript, make the graded session (docs/run-directory.md). Like the transcript, it precedes
+    the trial's journal line (see write_trial_file)."""
+    assert grading.output is not None and grading.graders_path is not None
+    write_trial_file(f"{root}/{grading.graders_path}", grading.output.run.events_jsonl())
 
 
-def grading_complete(run: Run, resolved: ResolvedEval) -> bool:
+def grading_complete(run: Run, resolved: ResolvedEval, compared: Mapping[tuple[str, str], bool] | None = None) -> bool:
     """Every trial graded (and every comparison made). A graded trial costs one look-up of its
-    key (its status is kept in memory); only an ungraded one has its ending looked up too."""
+    key (its status is kept in memory); only an ungraded one has its ending looked up too.
+    ``compared`` says of the comparisons just stored whether each is complete, so they are not
+    read back and decoded (a comparison record holds every pair of its case)."""
+    compared = compared or {}
     grades = run.trial_grades
     for key in run.attempts:
         try:
@@ -365,7 +380,11 @@ def grading_complete(run: Run, resolved: ResolvedEval) -> bool:
             for variant in resolved.variants:
                 if variant.baseline:
                     continue
-                comp = run.comparisons.get((variant.id, case.id))
-                if comp is None or comp.errors:
+                pair = (variant.id, case.id)
+                complete = compared.get(pair)
+                if complete is None:
+                    comp = run.comparisons.get(pair)
+                    complete = comp is not None and not comp.errors
+                if not complete:
                     return False
     return True

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mst.config.models import Assertion
 from mst.config.resolved import ResolvedJudge
 from mst.grading.assertions import evaluate
-from mst.grading.judge_access import JudgeAccess, using
+from mst.grading.judge_access import JudgeAccess, current, using
 from mst.grading.judges import (
     CaseView,
     Preference,
@@ -156,7 +156,7 @@ class LiveSource:
 
     def graders(self, trial: TrialView, config: GradersConfig, session: Sequence[Event],
                 manifest: dict[str, Any]) -> GradersOutcome:
-        from mst.graders import run_graders
+        from mst.graders.results import run_graders  # a module: no package's from-list walked per trial
 
         # The session is the trial's own events when nothing is redacted: then the lookups are
         # the trial's too (built once per trial, shared with tool assertions and judges).
@@ -165,9 +165,16 @@ class LiveSource:
         return GradersOutcome(tuple(run.results))
 
     def _call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-        with using(self.access):
-            value = fn(*args)
-            return run_to_completion(value) if inspect.isawaitable(value) else value
+        if current() is not self.access:  # set already where a grading sets it for its loop
+            with using(self.access):
+                return self._call(fn, args)
+        value = fn(*args)
+        if value.__class__ in _PLAIN:  # what most judges return: never awaitable, no ABC check
+            return value
+        return run_to_completion(value) if inspect.isawaitable(value) else value
+
+
+_PLAIN = frozenset({bool, int, float, str, tuple, dict, Verdict, type(None)})
 
 
 _THREADS: list[ThreadPoolExecutor] = []

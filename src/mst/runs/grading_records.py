@@ -226,9 +226,12 @@ class TrialGrading:
 # A case's pairwise comparison
 
 
-@dataclass(frozen=True, slots=True)
-class PairRecord:
-    """Trial i of the candidate against trial i of the baseline, judged in both orders."""
+SIDES = ("candidate", "baseline", "tie")
+
+
+class PairRecord(NamedTuple):
+    """Trial i of the candidate against trial i of the baseline, judged in both orders. A named
+    tuple, as :class:`VerdictRecord`: a summary decodes every pair of every case's comparison."""
 
     trial: int
     ab: Side
@@ -250,8 +253,21 @@ class PairRecord:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PairRecord:
+        try:  # the shape every pair mst writes has, read inline; anything else is checked below
+            trial, ab, ba, preference = data["trial"], data["ab"], data["ba"], data["preference"]
+        except (KeyError, TypeError):
+            return cls._checked(data)
+        if trial.__class__ is not int or ab not in SIDES or ba not in SIDES or preference not in SIDES:
+            return cls._checked(data)
+        usage = data.get("usage")
+        return _new(cls, (trial, ab, ba, preference, data.get("reasons"), tuple(usage) if usage else (),
+                          data.get("durationMs")))
+
+    @classmethod
+    def _checked(cls, data: Mapping[str, Any]) -> PairRecord:
+        """A pair of any other shape: the error names what is wrong (a string trial is taken)."""
         sides = [_need(data, k, "pair") for k in ("ab", "ba", "preference")]
-        if any(s not in ("candidate", "baseline", "tie") for s in sides):
+        if any(s not in SIDES for s in sides):
             raise RecordError(f"a pair's sides must be candidate, baseline or tie, got {sides}")
         ab, ba, preference = sides  # checked above: each is a Side
         return cls(int(_need(data, "trial", "pair")), ab, ba, preference, data.get("reasons"),
@@ -310,10 +326,7 @@ class CaseComparison:
     @property
     def preference(self) -> Side | None:
         """The side with more pair wins; a tie when even; ``None`` with no judged pair."""
-        if not self.pairs:
-            return None
-        wins, losses = self.wins, self.losses
-        return "candidate" if wins > losses else "baseline" if losses > wins else "tie"
+        return _preference(bool(self.pairs), self.wins, self.losses)
 
     @property
     def complete(self) -> bool:
@@ -325,11 +338,12 @@ class CaseComparison:
                               self.errors, dict(tries), self.streams)
 
     def to_json(self) -> dict[str, Any]:
+        wins, ties, losses = self.wins, self.ties, self.losses
         out: dict[str, Any] = {
             "kind": "pairwise", "case": self.case, "candidate": self.candidate, "baseline": self.baseline,
             "judge": self.judge, "identity": self.identity, "pairs": [p.to_json() for p in self.pairs],
-            "wins": self.wins, "ties": self.ties, "losses": self.losses,
-            "preference": self.preference, "errors": [e.to_json() for e in self.errors],
+            "wins": wins, "ties": ties, "losses": losses,
+            "preference": _preference(bool(self.pairs), wins, losses), "errors": [e.to_json() for e in self.errors],
         }
         if self.tries is not None:
             out["tries"] = {t: list(pair) for t, pair in self.tries.items()}
@@ -341,12 +355,19 @@ class CaseComparison:
             return cls(
                 str(_need(data, "case", "comparison")), str(_need(data, "candidate", "comparison")),
                 str(data.get("baseline", "")), str(data.get("judge", "")), str(data.get("identity", "")),
-                tuple(PairRecord.from_json(p) for p in data.get("pairs", ())),
-                tuple(PairError.from_json(e) for e in data.get("errors", ())),
+                tuple([PairRecord.from_json(p) for p in data.get("pairs", ())]),
+                tuple([PairError.from_json(e) for e in data.get("errors", ())]),
                 _tries(data.get("tries")),
             )
         except (TypeError, AttributeError) as exc:
             raise RecordError(f"a comparison record is malformed: {exc}") from None
+
+
+def _preference(judged: bool, wins: int, losses: int) -> Side | None:
+    """The side with more pair wins; a tie when even; ``None`` with no judged pair."""
+    if not judged:
+        return None
+    return "candidate" if wins > losses else "baseline" if losses > wins else "tie"
 
 
 def _optional_int(value: Any) -> int | None:
