@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from mst import __version__, endings
 from mst.collect import AttemptSpec, Collector, all_attempts
 from mst.config.errors import Problem, UserError
+from mst.config.models import EvalConfig
 from mst.config.resolve import resolve_eval
 from mst.config.resolved import ResolvedEval
 from mst.config.secrets import check_named, judge_secret_names, load_secrets, only
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 class Outcome:
     run: Run
     summary: Summary  # summary.json without its per-case rows (read the file for those)
+    config: EvalConfig  # the eval as it was run: what the CLI reads after the run (results.store)
     notes: list[str] = dataclasses.field(default_factory=list)  # what went wrong in shards, for the CLI to show
     notices: list[str] = dataclasses.field(default_factory=list)  # what resume did beyond the usual, to show
 
@@ -271,7 +273,7 @@ def _finish(run: Run, resolved: ResolvedEval, sharded: Sharded | None = None,
     write_latest(run.paths)
     if sharded is not None and sharded.interrupted:
         raise KeyboardInterrupt  # after the run is written: it is resumable
-    return Outcome(run, summary, sharded.notes if sharded else [])
+    return Outcome(run, summary, resolved.config, sharded.notes if sharded else [])
 
 
 @contextmanager
@@ -330,7 +332,11 @@ def _lost_note(lost: list[str], *, collected: bool = True) -> list[str]:
 
 
 def _all_collected(run: Run, resolved: ResolvedEval) -> bool:
-    return all((s.variant.id, s.case.id, s.trial) in run.attempts for s in all_attempts(resolved))
+    """Every attempt of the eval has a record: its keys checked without making an
+    :class:`AttemptSpec` per attempt (20,000 of them in the bench eval)."""
+    variants = [v.id for v in resolved.variants]
+    return all((variant, case.id, trial) in run.attempts
+               for case in resolved.cases for trial in range(case.trials) for variant in variants)
 
 
 def _resolve_for(run: Run, *, check_digest: bool = True) -> ResolvedEval:

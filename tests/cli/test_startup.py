@@ -94,3 +94,30 @@ def test_run_leaves_the_collector_enabled(tmp_path: Path) -> None:
         assert gc.isenabled()
     finally:
         gc.unfreeze()
+
+
+def test_run_reads_and_validates_the_eval_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The result store is taken from the eval as it was run, not from a second read of the file."""
+    import mst.config.load
+    import mst.config.resolve
+
+    calls: list[Path] = []
+    real = mst.config.load.load_eval
+
+    def counted(path: Path) -> object:
+        calls.append(path)
+        return real(path)
+
+    monkeypatch.setattr(mst.config.load, "load_eval", counted)
+    monkeypatch.setattr(mst.config.resolve, "load_eval", counted)
+    eval_file = tmp_path / "eval.yaml"
+    eval_file.write_text("name: one\nvariants: [{id: a, model: mock}]\ncases: [{id: c, prompt: p, expected: x}]\n"
+                         f"results: {{store: 'file://{tmp_path}/store'}}\n")
+    try:
+        res = CliRunner().invoke(main, ["run", str(eval_file), "--runs-dir", str(tmp_path / "runs"), "--json"])
+    finally:
+        gc.unfreeze()
+    assert res.exit_code == 0, res.output
+    assert calls == [eval_file]
+    assert "stored: " in res.stderr
+    assert any((tmp_path / "store").iterdir())

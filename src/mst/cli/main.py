@@ -115,7 +115,7 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
         from mst.cli.export import export_after_run
 
         export_after_run(outcome.run.paths.root, otlp or None)
-    if url := store_url(results, outcome.run.meta.eval.path):
+    if url := store_url(results, outcome.run.meta.eval.path, outcome.config):
         publish(outcome.run.paths.root, url)
     if fail_on_regression:
         from mst.cli.stats import run_gate
@@ -156,7 +156,7 @@ def grade(run_dir: str, resume: bool, eval_file: Path | None, runs_dir: Path | N
                                  runner=runner, runner_options=runner_options, confidence=confidence)
     print_summary(outcome.run, outcome.summary, as_json=as_json)
     _print_notes(outcome.notes, outcome.notices)
-    if url := store_url(results or stored_at, eval_file or outcome.run.meta.eval.path):
+    if url := store_url(results or stored_at, eval_file or outcome.run.meta.eval.path, outcome.config):
         publish(outcome.run.paths.root, url, source=None if resume else source)
     sys.exit(outcome.exit_code)
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from mst.cli.handling import handle_errors
+
+if TYPE_CHECKING:
+    from mst.config.models import EvalConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -21,15 +24,22 @@ def results_option(fn: F) -> F:
                              "gs://bucket/prefix (default: the eval's results.store).")(fn)
 
 
-def store_url(results: str | None, eval_path: str | Path | None) -> str | None:
-    """``--results``, else the eval file's ``results.store`` (a relative file:// URL is relative to the eval)."""
+def store_url(results: str | None, eval_path: str | Path | None, config: EvalConfig | None = None) -> str | None:
+    """``--results``, else the eval file's ``results.store`` (a relative file:// URL is relative to the eval).
+
+    ``config`` is the eval at ``eval_path`` when the caller has it already (`mst run` and `mst grade`
+    have just run it): the file is then not read and validated a second time after the run
+    (bench/perf16_startup.md, Session 6)."""
     if results:
         return results
-    if eval_path is None or not Path(eval_path).is_file():
+    if eval_path is None:
         return None
-    from mst.config.load import load_eval
+    if config is None:
+        if not Path(eval_path).is_file():
+            return None
+        from mst.config.load import load_eval
 
-    config = load_eval(Path(eval_path)).config
+        config = load_eval(Path(eval_path)).config
     if config.results is None:
         return None
     from mst.store.backend import resolve_url  # only for an eval that names a store
