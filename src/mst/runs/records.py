@@ -71,6 +71,7 @@ _SHARED_SUMMARIES = 4096  # distinct summary values shared between records (endi
 
 
 _TRIALS_PER_BLOCK = 8
+_IO_BLOCK = fileio.IO_BLOCK
 _READ_AHEAD = 64 * 1024  # bytes read at once by a reader going through the records in order
 
 
@@ -368,10 +369,11 @@ class RecordStore(MutableMapping[K, V]):
             packed.extend([_ABSENT] * (slot + 1 - len(packed)))
         if packed[slot] == _ABSENT:
             self._len += 1
-        packed[slot] = self._size << _LEN_BITS | len(data)
+        size = self._size
+        packed[slot] = size << _LEN_BITS | len(data)
         self._pending += data
-        self._size += len(data)
-        if self._size - self._flushed >= fileio.IO_BLOCK:  # buffered, then one write to the spill file
+        size = self._size = size + len(data)
+        if size - self._flushed >= _IO_BLOCK:  # buffered, then one write to the spill file
             self._flush()
         if self._summarize is not None:
             self._keep_summary(slot, self._summarize(value))

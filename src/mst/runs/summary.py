@@ -279,7 +279,8 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
             if duration is not None:
                 durations.append(float(duration))
             for g in (grade.get("graders") or ()) if grade is not None else ():
-                ref = grader_refs.get(g["id"]) or grader_refs.setdefault(g["id"], "grader:" + g["id"])
+                gid = g["id"]
+                ref = grader_refs.get(gid) or grader_refs.setdefault(gid, "grader:" + gid)
                 case_values[ref].append(g.get("value") if g["status"] in MEASURED else None)
             for verdict in verdicts:
                 tally.add(verdict)
@@ -292,8 +293,9 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
         rate = _complete_rate(trials, rule)
         columns.add_case(case.id, {PASS_RATE: rate,
                                    **{ref: _case_mean(values, case.id) for ref, values in case_values.items()}})
-        for ref, values in case_values.items():
-            used[ref] += 0 if rate is None else sum(1 for v in values if v is not None)
+        if rate is not None:
+            for ref, values in case_values.items():
+                used[ref] += len(values) - values.count(None)
     extra = {
         "trials": {"total": sum(outcomes.values()), "ungraded": ungraded, "outcomes": dict(sorted(outcomes.items()))},
         "infrastructure": {"total": sum(infra.values()), "retryable": retryable, "byWhat": dict(sorted(infra.items()))},
