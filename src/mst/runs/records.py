@@ -270,9 +270,10 @@ class RecordStore(MutableMapping[K, V]):
     def _bytes(self, packed: int) -> bytes:
         """A record's bytes. Readers mostly go through the records in the order they were
         stored (results.json and run.json in key order, the summary and the report case by
-        case), so a read that follows on the one before takes :data:`_READ_AHEAD` bytes at once
-        and the records after it come from memory, not one ``pread`` each; a read elsewhere
-        takes its record alone. The file is only ever appended to: a block read stays true."""
+        case: one variant's records are every other one of a two-variant run), so a read a
+        little onwards from the last takes :data:`_READ_AHEAD` bytes at once and the records
+        after it come from memory, not one ``pread`` each; a read elsewhere takes its record
+        alone. The file is only ever appended to: a block read stays true."""
         offset, length = packed >> _LEN_BITS, packed & ((1 << _LEN_BITS) - 1)
         start = offset - self._ahead_at
         ahead = self._ahead
@@ -281,7 +282,7 @@ class RecordStore(MutableMapping[K, V]):
         if offset + length > self._flushed:
             self._flush()
         assert self._file is not None
-        if offset == self._next or 0 <= start <= len(ahead):  # follows on the last read
+        if offset == self._next or 0 <= start <= len(ahead) + _READ_AHEAD:  # onwards from the last read
             ahead = self._ahead = os.pread(self._file.fileno(), max(length, _READ_AHEAD), offset)
             self._ahead_at = offset
             return ahead[:length]

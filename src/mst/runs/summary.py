@@ -285,7 +285,8 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
             for verdict in verdicts:
                 tally.add(verdict)
                 if verdict.score is not None:
-                    ref = judge_refs.get(verdict.judge) or judge_refs.setdefault(verdict.judge, "judge:" + verdict.judge)
+                    name = verdict.judge
+                    ref = judge_refs.get(name) or judge_refs.setdefault(name, "judge:" + name)
                     case_values[ref].append(verdict.score)
         trials = CaseTrials(case.trials, tuple(passes))
         trials = alike.setdefault(trials, trials) if len(alike) < _SHARED_TRIALS else alike.get(trials, trials)
