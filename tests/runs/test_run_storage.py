@@ -116,6 +116,34 @@ def test_records_come_out_in_key_order_whatever_order_they_went_in() -> None:
     assert [orjson.loads(r)["k"] for r in pairs.raw_in_key_order()] == [["b", "m"], ["cand", "a"], ["cand", "z"]]
 
 
+def test_reads_in_any_order_interleaved_with_writes_return_each_records_bytes() -> None:
+    """Reads onwards from the last come from one block read ahead (records.py, ``_bytes``):
+    records past the block, straddling its end, written after it, read backwards or skipped
+    over (one variant's of two), are each read as stored."""
+    store: RecordStore[tuple[str, str, int]] = RecordStore()
+    written: dict[tuple[str, str, int], bytes] = {}
+
+    def put(i: int) -> None:
+        record = _record(i)
+        key = (str(record["variant"]), str(record["case"]), i % 5)
+        written[key] = orjson.dumps({**record, "pad": "x" * (i * 37 % 3000)})  # sizes vary: ends straddle
+        store.put(key, record, written[key])
+
+    for i in range(600):
+        put(i)
+    keys = list(written)
+    orders = [keys, keys[::2], keys[1::2], keys[::-1], random.Random(3).sample(keys, len(keys))]
+    for order in orders:
+        assert [store.raw(k) for k in order] == [written[k] for k in order]
+    for i in range(600, 900):  # writes after a block was read, each read back at once
+        put(i)
+        key = next(reversed(written))
+        assert store.raw(key) == written[key]
+        assert store.json_at(store.slot_of(key)) == orjson.loads(written[key])
+    assert list(store.raw_in_key_order()) == [written[k] for k in sorted(written)]
+    assert store.json_at(None) is None and store.json_at(10**6) is None
+
+
 def test_store_memory_does_not_grow_with_the_records() -> None:
     """The records live in a file; in memory, a few bytes a key. orjson's bytes objects carry
     KBs of spare buffer each, so keeping them (even only until a flush) costs ten times the data."""

@@ -71,6 +71,8 @@ _SHARED_SUMMARIES = 4096  # distinct summary values shared between records (endi
 
 
 _TRIALS_PER_BLOCK = 8
+_IO_BLOCK = fileio.IO_BLOCK
+_READ_AHEAD = 64 * 1024  # bytes read at once by a reader going through the records in order
 
 
 def _block_of(trial: int) -> tuple[int, int, int]:
@@ -213,8 +215,8 @@ class KeyList(Sequence[K]):
 class RecordStore(MutableMapping[K, V]):
     """``key -> record`` with the records spilled, as JSON, to a temporary file."""
 
-    __slots__ = ("_codec", "_file", "_flushed", "_keys", "_len", "_packed", "_pending", "_shared", "_size",
-                 "_summaries", "_summarize")
+    __slots__ = ("_ahead", "_ahead_at", "_codec", "_file", "_flushed", "_keys", "_len", "_next", "_packed",
+                 "_pending", "_shared", "_size", "_summaries", "_summarize")
 
     def __init__(self, items: Any = None, *, summarize: Callable[[V], Any] | None = None,
                  keys: KeyIndex[K] | None = None, codec: Codec[V] | None = None) -> None:
@@ -233,6 +235,11 @@ class RecordStore(MutableMapping[K, V]):
         # A copy of each record's bytes, not the bytes objects: orjson's output keeps a buffer
         # of several KB whatever its length, so a list of them would cost ten times the data.
         self._pending = bytearray()
+        # Read ahead (see _bytes): the last block read, where it starts, and where the last
+        # record read without it ended.
+        self._ahead = b""
+        self._ahead_at = 0
+        self._next = -1
         if items:
             self.update(items)
 
@@ -261,10 +268,25 @@ class RecordStore(MutableMapping[K, V]):
         self._flushed = offset
 
     def _bytes(self, packed: int) -> bytes:
+        """A record's bytes. Readers mostly go through the records in the order they were
+        stored (results.json and run.json in key order, the summary and the report case by
+        case: one variant's records are every other one of a two-variant run), so a read a
+        little onwards from the last takes :data:`_READ_AHEAD` bytes at once and the records
+        after it come from memory, not one ``pread`` each; a read elsewhere takes its record
+        alone. The file is only ever appended to: a block read stays true."""
         offset, length = packed >> _LEN_BITS, packed & ((1 << _LEN_BITS) - 1)
+        start = offset - self._ahead_at
+        ahead = self._ahead
+        if start >= 0 and start + length <= len(ahead):
+            return ahead[start:start + length]
         if offset + length > self._flushed:
             self._flush()
         assert self._file is not None
+        if offset == self._next or 0 <= start <= len(ahead) + _READ_AHEAD:  # onwards from the last read
+            ahead = self._ahead = os.pread(self._file.fileno(), max(length, _READ_AHEAD), offset)
+            self._ahead_at = offset
+            return ahead[:length]
+        self._next = offset + length
         return os.pread(self._file.fileno(), length, offset)
 
     def _read(self, packed: int) -> V:
@@ -304,6 +326,17 @@ class RecordStore(MutableMapping[K, V]):
             return None
         return self._read(packed[slot])
 
+    def json_at(self, slot: int | None) -> dict[str, Any] | None:
+        """The record at ``slot`` as its stored JSON object (a fresh one), not made into the
+        codec's record; None when none is held there. For a reader of a few fields of every
+        record (the summary): building a typed record per read only to drop it costs more than
+        the read. The record was checked by the codec when it was stored."""
+        packed = self._packed
+        if slot is None or slot >= len(packed) or packed[slot] == _ABSENT:
+            return None
+        data: dict[str, Any] = orjson.loads(self._bytes(packed[slot]))
+        return data
+
     def summary_at(self, slot: int | None) -> Any:
         """The ``summarize`` value of the record at ``slot``; KeyError when none is held there."""
         if self._summarize is None:
@@ -337,10 +370,11 @@ class RecordStore(MutableMapping[K, V]):
             packed.extend([_ABSENT] * (slot + 1 - len(packed)))
         if packed[slot] == _ABSENT:
             self._len += 1
-        packed[slot] = self._size << _LEN_BITS | len(data)
+        size = self._size
+        packed[slot] = size << _LEN_BITS | len(data)
         self._pending += data
-        self._size += len(data)
-        if self._size - self._flushed >= fileio.IO_BLOCK:  # buffered, then one write to the spill file
+        size = self._size = size + len(data)
+        if size - self._flushed >= _IO_BLOCK:  # buffered, then one write to the spill file
             self._flush()
         if self._summarize is not None:
             self._keep_summary(slot, self._summarize(value))
@@ -403,6 +437,7 @@ class RecordStore(MutableMapping[K, V]):
 
     def close(self) -> None:
         self._pending.clear()
+        self._ahead = b""
         if self._file is not None:
             self._file.close()
             self._file = None

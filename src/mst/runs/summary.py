@@ -18,7 +18,7 @@ from mst import endings
 from mst.config.resolved import ResolvedEval
 from mst.runs.compare import PASS_RATE, PASS_RATE_METRIC, Columns, Comparison, Metric, compare, metric_mean
 from mst.runs.frozen import JsonView, freeze
-from mst.runs.grading_records import MEASURED
+from mst.runs.grading_records import MEASURED, VerdictRecord
 from mst.runs.judge_summary import JudgeTally, total
 from mst.runs.layout import COMPARISONS_SCHEMA, RESULTS_SCHEMA, SUMMARY_SCHEMA
 from mst.runs.record_files import write_record_file
@@ -243,6 +243,9 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
     attempts, grades = run.attempts, run.trial_grades
     # One key look-up per trial for both stores when they share their keys (a run's do).
     shared = grades.key_index is attempts.key_index
+    verdict_of = VerdictRecord.from_json
+    grader_refs: dict[str, str] = {}  # id -> its column's name, made once, not once per trial
+    judge_refs: dict[str, str] = {}
     for case in resolved.cases:
         passes: list[bool | None] = []
         case_values: dict[str, list[float | None]] = defaultdict(list)
@@ -259,8 +262,12 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
                     needs_fix.append({"case": case.id, "trial": trial, "what": ending.what, "why": ending.why})
                 continue
             outcomes[ending.outcome] += 1
-            grade = grades.at(slot) if shared else grades.get(key)
-            passed = grade.passed if grade is not None else None
+            # The grading's stored JSON, not a TrialGrading: its verdicts are decoded (as the
+            # record's are), its grader values read as they are.
+            grade = grades.json_at(slot if shared else grades.slot_of(key))
+            verdicts = [verdict_of(v) for v in grade.get("verdicts") or ()] if grade is not None else []
+            # TrialGrading.passed: None while ungraded (any error), else every verdict passed
+            passed = None if grade is None or grade.get("errors") else all(v.passed for v in verdicts)
             ungraded += passed is None
             passes.append(passed)
             record = attempts.at(slot)
@@ -271,20 +278,25 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
             duration = record.duration_ms
             if duration is not None:
                 durations.append(float(duration))
-            for g in (grade.graders or ()) if grade is not None else ():
-                case_values["grader:" + g.id].append(g.value if g.status in MEASURED else None)
-            for verdict in grade.verdicts if grade is not None else ():
+            for g in (grade.get("graders") or ()) if grade is not None else ():
+                gid = g["id"]
+                ref = grader_refs.get(gid) or grader_refs.setdefault(gid, "grader:" + gid)
+                case_values[ref].append(g.get("value") if g["status"] in MEASURED else None)
+            for verdict in verdicts:
                 tally.add(verdict)
                 if verdict.score is not None:
-                    case_values["judge:" + verdict.judge].append(verdict.score)
+                    name = verdict.judge
+                    ref = judge_refs.get(name) or judge_refs.setdefault(name, "judge:" + name)
+                    case_values[ref].append(verdict.score)
         trials = CaseTrials(case.trials, tuple(passes))
         trials = alike.setdefault(trials, trials) if len(alike) < _SHARED_TRIALS else alike.get(trials, trials)
         cases.append(trials)
         rate = _complete_rate(trials, rule)
         columns.add_case(case.id, {PASS_RATE: rate,
                                    **{ref: _case_mean(values, case.id) for ref, values in case_values.items()}})
-        for ref, values in case_values.items():
-            used[ref] += 0 if rate is None else sum(1 for v in values if v is not None)
+        if rate is not None:
+            for ref, values in case_values.items():
+                used[ref] += len(values) - values.count(None)
     extra = {
         "trials": {"total": sum(outcomes.values()), "ungraded": ungraded, "outcomes": dict(sorted(outcomes.items()))},
         "infrastructure": {"total": sum(infra.values()), "retryable": retryable, "byWhat": dict(sorted(infra.items()))},
