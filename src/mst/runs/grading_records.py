@@ -16,7 +16,7 @@ docs/run-directory.md) is graded again, not kept. Records written before they ex
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -170,9 +170,7 @@ class TrialGrading:
     @property
     def passed(self) -> bool | None:
         """All verdicts passed; ``None`` while ungraded (it is then neither passed nor failed)."""
-        if self.errors:
-            return None
-        return all(v.passed for v in self.verdicts)
+        return trial_passed(bool(self.errors), self.verdicts)
 
     def with_graders_path(self, path: str) -> TrialGrading:
         """This grading, its grader files at ``path`` (relative to the run)."""
@@ -370,6 +368,12 @@ def _preference(judged: bool, wins: int, losses: int) -> Side | None:
     return "candidate" if wins > losses else "baseline" if losses > wins else "tie"
 
 
+def trial_passed(has_errors: bool, verdicts: Iterable[VerdictRecord]) -> bool | None:
+    """A trial's pass rule, for a typed grading and for the summary reading stored JSON: every
+    verdict passed, or ``None`` while any grading error leaves it ungraded."""
+    return None if has_errors else all(v.passed for v in verdicts)
+
+
 def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
@@ -402,4 +406,5 @@ __all__ = [
     "TrialGrading",
     "VerdictRecord",
     "grading_from_json",
+    "trial_passed",
 ]

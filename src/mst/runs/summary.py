@@ -18,7 +18,7 @@ from mst import endings
 from mst.config.resolved import ResolvedEval
 from mst.runs.compare import PASS_RATE, PASS_RATE_METRIC, Columns, Comparison, Metric, compare, metric_mean
 from mst.runs.frozen import JsonView, freeze
-from mst.runs.grading_records import MEASURED, VerdictRecord
+from mst.runs.grading_records import MEASURED, VerdictRecord, trial_passed
 from mst.runs.judge_summary import JudgeTally, total
 from mst.runs.layout import COMPARISONS_SCHEMA, RESULTS_SCHEMA, SUMMARY_SCHEMA
 from mst.runs.record_files import write_record_file
@@ -266,8 +266,7 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
             # record's are), its grader values read as they are.
             grade = grades.json_at(slot if shared else grades.slot_of(key))
             verdicts = [verdict_of(v) for v in grade.get("verdicts") or ()] if grade is not None else []
-            # TrialGrading.passed: None while ungraded (any error), else every verdict passed
-            passed = None if grade is None or grade.get("errors") else all(v.passed for v in verdicts)
+            passed = None if grade is None else trial_passed(bool(grade.get("errors")), verdicts)
             ungraded += passed is None
             passes.append(passed)
             record = attempts.at(slot)
