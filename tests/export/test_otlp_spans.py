@@ -69,6 +69,16 @@ def test_one_root_and_its_children_share_a_trace() -> None:
         "mst.judge rubric", "mst.judge code-check"]
 
 
+def test_the_root_covers_an_event_stamped_after_the_measured_duration() -> None:
+    # The duration and the event times come from different clocks: on a loaded machine the last
+    # event can be stamped a few milliseconds after the attempt's measured end.
+    spans = attempt_spans(view(record={"durationMs": 126}))
+    root, children = spans[0], spans[1:]
+    assert root.end_ns == (START_MS + 130) * MS
+    assert all(root.start_ns <= c.start_ns <= c.end_ns <= root.end_ns for c in children)
+    assert attempt_spans(view(record={"durationMs": 200}))[0].end_ns == (START_MS + 200) * MS
+
+
 def test_ids_are_stable_per_attempt_and_differ_between_tries() -> None:
     a = trace_ids("run-1", {"variant": "v", "case": "c", "trial": 0})
     assert a == trace_ids("run-1", {"variant": "v", "case": "c", "trial": 0, "try": 1})

@@ -89,11 +89,15 @@ def attempt_spans(view: AttemptView) -> list[SpanRecord]:
 
 
 def _attempt_end_ms(record: Mapping[str, Any], events: Sequence[Event]) -> float:
+    """The attempt's measured duration, or its last event's time when that is later: the two
+    are taken from different clocks a few milliseconds apart on a loaded machine, and a root
+    span must cover its children."""
+    stamps = [_stamp(e) for e in events]
+    last = max((s for s in stamps if s is not None), default=0.0)
     duration = record.get("durationMs")
     if isinstance(duration, int | float) and not isinstance(duration, bool):
-        return float(duration)
-    stamps = [_stamp(e) for e in events]
-    return max((s for s in stamps if s is not None), default=0.0)
+        return max(float(duration), last)
+    return last
 
 
 def _stamp(event: Event) -> float | None:
