@@ -6,18 +6,6 @@ graders and experiments groups in :mod:`mst.cli.graders` and ``mst gate`` / ``ms
 in :mod:`mst.cli.options`.
 """
 
-import gc
-
-# click and the commands are imported with the cycle collector paused: what an import makes is kept
-# for the whole process, so a collection during it frees nothing, and `mst run` / `mst grade` then
-# freeze it all (mst.cli.main._importing; bench/perf16_startup.md, Session 6).
-_collecting = gc.isenabled()
-gc.disable()
-try:
-    from mst.cli.main import main
-finally:
-    if _collecting:
-        gc.enable()
-    del _collecting
+from mst.cli.main import main
 
 __all__ = ["main"]

@@ -19,7 +19,7 @@ import orjson
 from mst.graders.base import GraderInput, Measurement, new_tuple
 from mst.graders.config import GradersConfig, GraderSpec
 from mst.graders.registry import BUILTINS
-from mst.session.lookups import SMALL_PASS, SessionLookups, create_session_lookups, paused_gc
+from mst.session.lookups import SessionLookups, create_session_lookups, paused_gc
 
 SCHEMA_VERSION: Final = 2
 MANIFEST_EVENT: Final = "grader.manifest"
@@ -163,14 +163,13 @@ class GraderRun:
 
     def events_jsonl(self) -> bytes:
         """:meth:`events` as JSONL, byte for byte what encoding each event gives; the manifest,
-        the same for every trial of a run, is encoded once, and each line is three pieces joined
-        once (the provenance tail of an index is kept: every trial of a run uses the same few)."""
+        the same for every trial of a run, is encoded once, and the lines' pieces are joined once."""
         index = self.base_index
         manifest = self.manifest_json or orjson.dumps(self.manifest)
-        pieces = [_MANIFEST_HEAD, manifest, _provenance(index)]
-        extend, dumps, tails = pieces.extend, orjson.dumps, _TAILS
+        pieces = [_MANIFEST_HEAD, manifest, _PROVENANCE % index]
+        extend, dumps = pieces.extend, orjson.dumps
         for i, result in enumerate(self.results, start=index + 1):
-            extend((_RESULT_HEAD, dumps(result), tails.get(i) or _provenance(i)))
+            extend((_RESULT_HEAD, dumps(result), _PROVENANCE % i))
         return b"".join(pieces)
 
 
@@ -178,18 +177,6 @@ _MANIFEST_HEAD: Final = b'{"type":"' + MANIFEST_EVENT.encode() + b'","data":'
 _RESULT_HEAD: Final = b'{"type":"' + RESULT_EVENT.encode() + b'","data":'
 _PROVENANCE: Final = (b',"provenance":{"component":"' + GRADING_COMPONENT.encode()
                       + b'","phase":"grading","index":%d}}\n')
-_TAILS: dict[int, bytes] = {}
-_TAILS_KEPT: Final = 4096  # indices past a typical session's length are formatted each time
-
-
-def _provenance(index: int) -> bytes:
-    """The end of a grading event's line, from ``,"provenance"`` to the newline."""
-    tail = _TAILS.get(index)
-    if tail is None:
-        tail = _PROVENANCE % index
-        if index < _TAILS_KEPT:
-            _TAILS[index] = tail
-    return tail
 
 
 def run_graders(
@@ -218,18 +205,11 @@ def run_builtin_graders(
     session: Sequence[Mapping[str, Any]], config: GradersConfig, lookups: SessionLookups, *, expected: Any = None
 ) -> dict[str, dict[str, Any]]:
     """The built-in phase: pure computation in this process, custom graders skipped entirely."""
-    if len(session) < SMALL_PASS:  # a trial's session: paused_gc would leave it alone, so skip its cost
-        return _run_builtins(session, config, lookups, expected)
-    with paused_gc(len(session)):  # same reason as for the lookups: no collection sweeps over the session
-        return _run_builtins(session, config, lookups, expected)
-
-
-def _run_builtins(session: Sequence[Mapping[str, Any]], config: GradersConfig, lookups: SessionLookups,
-                  expected: Any) -> dict[str, dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
-    for spec in config.enabled:
-        if spec.kind == "builtin":
-            results[spec.id] = run_one(spec, new_tuple(GraderInput, (session, lookups, spec.config, expected)))
+    with paused_gc(len(session)):  # same reason as for the lookups: no collection sweeps over the session
+        for spec in config.enabled:
+            if spec.kind == "builtin":
+                results[spec.id] = run_one(spec, new_tuple(GraderInput, (session, lookups, spec.config, expected)))
     return results
 
 
