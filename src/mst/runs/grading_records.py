@@ -172,16 +172,6 @@ class TrialGrading:
         """All verdicts passed; ``None`` while ungraded (it is then neither passed nor failed)."""
         return trial_passed(bool(self.errors), self.verdicts)
 
-    def with_graders_path(self, path: str) -> TrialGrading:
-        """This grading, its grader files at ``path`` (relative to the run)."""
-        return TrialGrading(self.variant, self.case, self.trial, self.verdicts, self.errors, self.graders, path,
-                            self.output, self.try_number, self.streams)
-
-    def with_try(self, try_number: int) -> TrialGrading:
-        """This grading, of the attempt's try ``try_number``."""
-        return TrialGrading(self.variant, self.case, self.trial, self.verdicts, self.errors, self.graders,
-                            self.graders_path, self.output, try_number, self.streams)
-
     def verdict(self, name: str) -> VerdictRecord | None:
         return next((v for v in self.verdicts if v.judge == name), None)
 
