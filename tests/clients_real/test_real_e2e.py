@@ -115,7 +115,7 @@ def build_eval(tmp: Path, fake: FakeProvider, mcp_url: str) -> Path:
                                          "env": {"STORE_TOKEN": "${OPENAI_API_KEY}"}}}
         variants.append(v)
     variants[0]["baseline"] = True
-    doc = {"name": "real-clients", "trials": 1, "concurrency": 4, "deadlineSeconds": 20,
+    doc = {"name": "real-clients", "trials": 1, "concurrency": 4, "deadlineSeconds": 60,
            "cases": [{"id": "c1", "prompt": "How many claw hammers are in stock?", "expected": "42"}],
            "variants": variants, "assertions": [{"type": "contains", "value": "42"}]}
     return write_eval(tmp, doc)
