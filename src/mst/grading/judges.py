@@ -204,6 +204,7 @@ class TrialView:
         "_events",
         "_lookups",
         "_path",
+        "_plain",
         "_text",
         "_tool_calls",
         "answer",
@@ -248,6 +249,7 @@ class TrialView:
         self._tool_calls: list[dict[str, Any]] | None = None
         self._lookups: SessionLookups | None = None
         self._text: str | None = None
+        self._plain: bytes | None = None  # the file's bytes, when plain JSONL: see take_plain
         # A file (a str, as attempt records give it, tested first), read when first needed.
         if transcript is None or transcript.__class__ is str or isinstance(transcript, Path | str):
             self._path: Path | str | None = transcript
@@ -303,8 +305,15 @@ class TrialView:
                 raise TranscriptUnavailable(
                     f"trial {self.variant}/{self.case_id}/{self.trial} has no transcript"
                 )
-            self._events = load_transcript(self._path)[0]  # grading keeps no copy of the bytes
+            self._events, self._plain = load_transcript(self._path)
         return self._events
+
+    def take_plain(self) -> bytes | None:
+        """The transcript file's bytes as :attr:`events` read them, when they are plain JSONL
+        (None when not read, or not plain), handed over once: the report copies them into its
+        chunks instead of reading the file again (docs/report.md). Grading keeps no copy."""
+        plain, self._plain = self._plain, None
+        return plain
 
     def has_events(self, events: Sequence[Event]) -> bool:
         """``events`` are this view's own events (already read), not a copy (a redacted one)."""
