@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final, Literal
 
 import orjson
@@ -191,6 +192,9 @@ class CaseView:
         return f"CaseView(id={self.id!r})"
 
 
+_PLAIN_MAPPINGS: Final = (dict, MappingProxyType)  # an isinstance against Mapping costs an ABC check
+
+
 class TrialView:
     """One trial as an assertion or a judge sees it.
 
@@ -238,8 +242,8 @@ class TrialView:
         self.case_id = case_id
         self.trial = trial
         self.answer = answer
-        self.ending: Mapping[str, Any] = (  # a dict, as records give it, without the ABC check
-            ending if ending.__class__ is dict or isinstance(ending, Mapping) else endings.to_json(ending)
+        self.ending: Mapping[str, Any] = (  # a dict or the records' read-only view: no ABC check
+            ending if ending.__class__ in _PLAIN_MAPPINGS or isinstance(ending, Mapping) else endings.to_json(ending)
         )
         self.usage: Mapping[str, Any] = usage if usage is not None else {}
         self.artifacts_dir = artifacts_dir
