@@ -40,9 +40,12 @@ R = TypeVar("R")
 
 class CaseSink(Protocol):
     """Sees the grading go case by case (the report's :class:`~mst.report.trials.ChunkStream`):
-    each transcript grading read, then each case once all its records are stored."""
+    each record as stored (a trial's with the transcript grading read, when plain JSONL), then
+    each case once all its records are stored."""
 
-    def hold(self, key: Key, transcript: bytes) -> None: ...
+    def graded(self, key: Key, grade: bytes, transcript: bytes | None) -> None: ...
+
+    def compared(self, key: tuple[str, str], comparison: bytes) -> None: ...
 
     def case_done(self, case_id: str) -> None: ...
 
@@ -188,8 +191,9 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
     recorded by a grade worker, or replayed from a shard's records (the coordinator's assembly),
     so all three run this same code. ``on_record`` sees each journaled record, as a grade worker
     ships them. ``context`` carries the run's redactor: records and grader files are redacted.
-    ``chunks`` is given each transcript as grading read it (plain JSONL only) and told when a case
-    is done: the report's chunks are written then, from bytes in hand (docs/report.md).
+    ``chunks`` is given each record as stored and each transcript as grading read it (plain JSONL
+    only), and told when a case is done: the report's chunks are written then, from bytes in hand
+    (docs/report.md).
     """
     source = source if source is not None else LiveSource(resolved.base_dir, context.access)
     progress.start("grade", len(plan.trials) + len(plan.pairs))
@@ -237,13 +241,16 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
                 if case is not None:
                     chunks.case_done(case)
                 case = key[1]
+            stored = journal.append(data)
             if len(key) == 3:
-                run.trial_grades.put(key, record, journal.append(data))  # type: ignore[arg-type]
-                if plain is not None and chunks is not None:
-                    chunks.hold(key, plain)  # type: ignore[arg-type]
+                run.trial_grades.put(key, record, stored)  # type: ignore[arg-type]
+                if chunks is not None:
+                    chunks.graded(key, stored, plain)  # type: ignore[arg-type]
             else:
-                run.comparisons.put(key, record, journal.append(data))  # type: ignore[arg-type]
+                run.comparisons.put(key, record, stored)  # type: ignore[arg-type]
                 compared[key] = not record.errors  # type: ignore[index]
+                if chunks is not None:
+                    chunks.compared(key, stored)  # type: ignore[arg-type]
             if on_record is not None:
                 on_record(record)
             progress.advance()

@@ -64,9 +64,10 @@ def _write_chunk(path: Path, body: bytes) -> None:
 @dataclass
 class ChunkStream:
     """The chunks written while grading goes case by case, in the eval's case order
-    (``grade_run``, docs/report.md): grading hands over each transcript it read (:meth:`hold`), so
-    the report neither reads nor decodes it again. A case grading had nothing to do for is
-    written from its files, as :func:`write_chunks` does. The chunks are derived data: a stream
+    (``grade_run``, docs/report.md): grading hands over each record it stored and each transcript
+    it read (:meth:`graded`, :meth:`compared`), so the report neither reads nor decodes them
+    again. A case grading had nothing to do for is written from its files, as
+    :func:`write_chunks` does. The chunks are derived data: a stream
     cut short (a crash) leaves a generation folder the next report removes; one that met a trial
     outside its cases' keys is not :attr:`whole`, and the report is then written afresh.
 
@@ -80,28 +81,36 @@ class ChunkStream:
     whole: bool = True
     _next: int = 0  # the index in ``cases`` of the next case to write
     _entries: list[bytes] = field(default_factory=list)  # the current chunk's case entries
-    _held: dict[Key, bytes] = field(default_factory=dict)  # the current case's transcripts
+    _graded: dict[Key, tuple[bytes, bytes | None]] = field(default_factory=dict)  # the current case's
+    _compared: dict[str, bytes] = field(default_factory=dict)  # the current case's comparisons, by candidate
     _keys: int = 0  # the attempts written so far
 
     @property
     def case_ids(self) -> list[str]:
         return [case for case, _ in self.cases]
 
-    def hold(self, key: Key, transcript: bytes) -> None:
-        """``transcript``: the bytes of ``key``'s transcript as grading read them, plain JSONL
-        (one event per line, each decoded by grading): the report copies them as they are."""
-        self._held[key] = transcript
+    def graded(self, key: Key, grade: bytes, transcript: bytes | None) -> None:
+        """``grade``: the trial's record as just stored; ``transcript``: the bytes of its
+        transcript as grading read them, when plain JSONL (one event per line, each decoded by
+        grading). Both are copied as they are: neither read back nor decoded again (a record
+        just stored would be written out and read back from the store's spill file)."""
+        self._graded[key] = (grade, transcript)
+
+    def compared(self, key: tuple[str, str], comparison: bytes) -> None:
+        """``comparison``: the ``(candidate, case)`` comparison's record as just stored."""
+        self._compared[key[0]] = comparison
 
     def case_done(self, case_id: str) -> None:
         """Every record of ``case_id`` is stored: write its entry (and those of the cases
         before it that grading did not visit)."""
         while self.whole and self._next < len(self.cases):
             current = self.cases[self._next][0]
-            self._add()
+            self._add(held=current == case_id)  # the records in hand are the done case's only
             if current == case_id:
                 return
         self.whole = False  # a case out of the eval's order (trials it no longer lists)
-        self._held.clear()
+        self._graded.clear()
+        self._compared.clear()
 
     def close(self) -> bool:
         """Write the cases left and the last chunk; whether the chunks hold every attempt."""
@@ -114,14 +123,18 @@ class ChunkStream:
             shutil.rmtree(self.folder, ignore_errors=True)
         return self.whole
 
-    def _add(self) -> None:
+    def _add(self, *, held: bool = False) -> None:
+        """Write the next case's entry, from the records in hand when ``held``."""
         case, trials = self.cases[self._next]
         attempts = self.run.attempts
         keys = [(v, case, t) for v in self.variants for t in range(trials)
                 if attempts.holds(attempts.slot_of((v, case, t)))]
         self._keys += len(keys)
-        self._entries.append(_case_entry(self.run, case, keys, self._held))
-        self._held.clear()
+        self._entries.append(_case_entry(self.run, case, keys, self._graded, self._compared) if held
+                             else _case_entry(self.run, case, keys))
+        if held:
+            self._graded.clear()
+            self._compared.clear()
         self._next += 1
         if len(self._entries) == self.plan.size or self._next == len(self.cases):
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -129,18 +142,29 @@ class ChunkStream:
             self._entries.clear()
 
 
-def _case_entry(run: Run, case: str, keys: list[Key], held: Mapping[Key, bytes] | None = None) -> bytes:
-    held = held or {}
-    trials = b",".join(orjson.dumps(f"{v}/{t}") + b":" + _trial(run, (v, c, t), held.get((v, c, t)))
+def _case_entry(run: Run, case: str, keys: list[Key], graded: Mapping[Key, tuple[bytes, bytes | None]] | None = None,
+                compared: Mapping[str, bytes] | None = None) -> bytes:
+    """The case's trials and comparisons; ``graded`` and ``compared`` are records (and
+    transcripts) in hand, the others are read from the run."""
+    graded, compared = graded or {}, compared or {}
+    trials = b",".join(orjson.dumps(f"{v}/{t}") + b":" + _trial(run, (v, c, t), graded.get((v, c, t)))
                        for v, c, t in keys)
-    pairs = [orjson.dumps(v) + b":" + run.comparisons.raw((v, case))
-             for v in sorted({k[0] for k in keys}) if (v, case) in run.comparisons]
+    pairs = [orjson.dumps(v) + b":" + _comparison(run, (v, case), compared)
+             for v in sorted({k[0] for k in keys}) if v in compared or (v, case) in run.comparisons]
     return orjson.dumps(case) + b':{"trials":{' + trials + b'},"pairs":{' + b",".join(pairs) + b"}}"
 
 
-def _trial(run: Run, key: Key, transcript: bytes | None = None) -> bytes:
+def _comparison(run: Run, key: tuple[str, str], compared: Mapping[str, bytes]) -> bytes:
+    held = compared.get(key[0])
+    return held if held is not None else run.comparisons.raw(key)
+
+
+def _trial(run: Run, key: Key, held: tuple[bytes, bytes | None] | None = None) -> bytes:
     attempt = run.attempts.raw(key)
-    grade = run.trial_grades.raw(key) if key in run.trial_grades else b"null"
+    if held is not None:
+        grade, transcript = held
+    else:
+        grade, transcript = (run.trial_grades.raw(key) if key in run.trial_grades else b"null"), None
     record = orjson.loads(attempt)
     events = transcript_json(run.paths, record.get("transcript"), plain=transcript)
     artifacts = orjson.dumps(list_artifacts(run.paths, record.get("artifacts")))
