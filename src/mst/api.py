@@ -41,6 +41,7 @@ from mst.session.redact import Redactor
 from mst.statistics import CONFIDENCE
 
 if TYPE_CHECKING:
+    from mst.report.trials import ChunkStream
     from mst.runners.base import Runner, Work
     from mst.runners.sharded import Sharded
 
@@ -179,9 +180,10 @@ def _grade(source: Run, resolved: ResolvedEval, secrets: dict[str, str], *, resu
             sharded = grade_in_shards(opened, run, resolved, plan, secrets, progress, auth)
             run.meta = run.meta.with_grading_runner(sharded.runner)
         # Sharded, the coordinator replays the shards' records: it runs no judge and no grader.
+        chunks = _report_chunks(run, resolved)
         grade_run(run, resolved, plan, context, secrets=secrets, progress=progress,
-                  source=sharded.source if sharded else None)
-        outcome = _finish(run, resolved, sharded, confidence)
+                  source=sharded.source if sharded else None, chunks=chunks)
+        outcome = _finish(run, resolved, sharded, confidence, chunks)
         if lost is None:
             lost = [_label(k) for k in source.attempts if _transcript_lost(source, k)]
         outcome.notices += _lost_note(lost, collected=False)
@@ -258,18 +260,28 @@ def _collect_and_grade(
         run.meta = run.meta.with_grading(_grading_meta(resolved, context))
         run.write()
         plan = plan_grading(run, resolved, context, resume=True)
-        grade_run(run, resolved, plan, context, secrets=secrets, progress=progress)
+        chunks = _report_chunks(run, resolved)
+        grade_run(run, resolved, plan, context, secrets=secrets, progress=progress, chunks=chunks)
+        return _finish(run, resolved, sharded, confidence, chunks)
     return _finish(run, resolved, sharded, confidence)
 
 
+def _report_chunks(run: Run, resolved: ResolvedEval) -> ChunkStream:
+    """The report's trial chunks, written as grading goes case by case: the report then reads
+    no transcript again (docs/report.md)."""
+    from mst.report.html import stream_chunks
+
+    return stream_chunks(run, [(c.id, c.trials) for c in resolved.cases], [v.id for v in resolved.variants])
+
+
 def _finish(run: Run, resolved: ResolvedEval, sharded: Sharded | None = None,
-            confidence: float = CONFIDENCE) -> Outcome:
+            confidence: float = CONFIDENCE, chunks: ChunkStream | None = None) -> Outcome:
     summary = finalize(run, resolved, confidence)
     run.meta = run.meta.updated(_now())
     run.write()
     from mst.report.html import write_report
 
-    write_report(run)  # after summary.json: the page shows what the terminal prints (docs/report.md)
+    write_report(run, chunks)  # after summary.json: the page shows what the terminal prints (docs/report.md)
     write_latest(run.paths)
     if sharded is not None and sharded.interrupted:
         raise KeyboardInterrupt  # after the run is written: it is resumable

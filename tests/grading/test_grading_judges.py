@@ -248,3 +248,43 @@ def test_entry_point_plugin_identity_uses_the_distribution_version(tmp_path: Pat
         sys.path.remove(sys.path[0])
     with pytest.raises(JudgeLoadError, match="no entry point"):
         resolve_judge(JudgeConfig(id="plug", plugin="mst-no-such-plugin-xyz"), FIXTURES)
+
+
+def test_a_trial_view_takes_a_records_ending_without_an_abc_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attempt records give the ending as a read-only mapping view: it is taken as it is, with no
+    isinstance against the Mapping ABC (two per trial graded, one of the regrade's costs)."""
+    import abc
+    from types import MappingProxyType
+
+    from mst.grading.judges import TrialView
+
+    checks: list[object] = []
+    check = abc.ABCMeta.__instancecheck__
+
+    def counting(cls: abc.ABCMeta, obj: object) -> bool:
+        checks.append(obj)
+        return check(cls, obj)
+
+    ending = MappingProxyType({"kind": "trial", "reason": "done"})
+    monkeypatch.setattr(abc.ABCMeta, "__instancecheck__", counting)
+    trial = TrialView.of(make_case(), variant="v1", trial=0, answer="42", ending=ending, transcript=None)
+    again = trial.unread()
+    monkeypatch.undo()
+    assert trial.ending is ending and again.ending is ending and trial.is_trial
+    assert ending not in checks
+
+
+def test_a_trial_view_hands_over_the_plain_bytes_it_read_once(tmp_path: Path) -> None:
+    """The report copies the transcript grading read (docs/report.md): plain JSONL only, once."""
+    from mst.grading.judges import TrialView
+
+    plain = tmp_path / "plain.jsonl"
+    plain.write_bytes(b'{"type":"a.b","data":{},"provenance":{}}\n')
+    blank = tmp_path / "blank.jsonl"
+    blank.write_bytes(b'{"type":"a.b","data":{},"provenance":{}}\n\n')
+    views = [TrialView.of(make_case(), variant="v1", trial=0, answer="42", ending={"kind": "trial"},
+                          transcript=str(path)) for path in (plain, blank)]
+    assert views[0].take_plain() is None  # nothing read yet
+    assert [len(v.events) for v in views] == [1, 1]
+    assert views[0].take_plain() == plain.read_bytes() and views[0].take_plain() is None
+    assert views[1].take_plain() is None  # a blank line: not plain, the report reads it itself

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final, Literal
 
 import orjson
@@ -191,6 +192,9 @@ class CaseView:
         return f"CaseView(id={self.id!r})"
 
 
+_PLAIN_MAPPINGS: Final = (dict, MappingProxyType)  # an isinstance against Mapping costs an ABC check
+
+
 class TrialView:
     """One trial as an assertion or a judge sees it.
 
@@ -204,6 +208,7 @@ class TrialView:
         "_events",
         "_lookups",
         "_path",
+        "_plain",
         "_text",
         "_tool_calls",
         "answer",
@@ -237,8 +242,8 @@ class TrialView:
         self.case_id = case_id
         self.trial = trial
         self.answer = answer
-        self.ending: Mapping[str, Any] = (  # a dict, as records give it, without the ABC check
-            ending if ending.__class__ is dict or isinstance(ending, Mapping) else endings.to_json(ending)
+        self.ending: Mapping[str, Any] = (  # a dict or the records' read-only view: no ABC check
+            ending if ending.__class__ in _PLAIN_MAPPINGS or isinstance(ending, Mapping) else endings.to_json(ending)
         )
         self.usage: Mapping[str, Any] = usage if usage is not None else {}
         self.artifacts_dir = artifacts_dir
@@ -248,6 +253,7 @@ class TrialView:
         self._tool_calls: list[dict[str, Any]] | None = None
         self._lookups: SessionLookups | None = None
         self._text: str | None = None
+        self._plain: bytes | None = None  # the file's bytes, when plain JSONL: see take_plain
         # A file (a str, as attempt records give it, tested first), read when first needed.
         if transcript is None or transcript.__class__ is str or isinstance(transcript, Path | str):
             self._path: Path | str | None = transcript
@@ -303,8 +309,15 @@ class TrialView:
                 raise TranscriptUnavailable(
                     f"trial {self.variant}/{self.case_id}/{self.trial} has no transcript"
                 )
-            self._events = load_transcript(self._path)[0]  # grading keeps no copy of the bytes
+            self._events, self._plain = load_transcript(self._path)
         return self._events
+
+    def take_plain(self) -> bytes | None:
+        """The transcript file's bytes as :attr:`events` read them, when they are plain JSONL
+        (None when not read, or not plain), handed over once: the report copies them into its
+        chunks instead of reading the file again (docs/report.md). Grading keeps no copy."""
+        plain, self._plain = self._plain, None
+        return plain
 
     def has_events(self, events: Sequence[Event]) -> bool:
         """``events`` are this view's own events (already read), not a copy (a redacted one)."""

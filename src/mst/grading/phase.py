@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, MutableSequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from mst import endings
 from mst.config.errors import Problem, UserError
@@ -36,6 +36,18 @@ from mst.runs.run import Run
 
 K = TypeVar("K")
 R = TypeVar("R")
+
+
+class CaseSink(Protocol):
+    """Sees the grading go case by case (the report's :class:`~mst.report.trials.ChunkStream`):
+    each record as stored (a trial's with the transcript grading read, when plain JSONL), then
+    each case once all its records are stored."""
+
+    def graded(self, key: Key, grade: bytes, transcript: bytes | None) -> None: ...
+
+    def compared(self, key: tuple[str, str], comparison: bytes) -> None: ...
+
+    def case_done(self, case_id: str) -> None: ...
 
 
 @dataclass
@@ -171,13 +183,17 @@ def _attempt_try(run: Run, key: Key) -> int:
 
 def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: GradingContext, *,
               secrets: dict[str, str], progress: Progress, source: GradingSource | None = None,
-              on_record: Callable[[TrialGrading | CaseComparison], None] | None = None) -> None:
+              on_record: Callable[[TrialGrading | CaseComparison], None] | None = None,
+              chunks: CaseSink | None = None) -> None:
     """Grade what ``plan`` lists, journaling each record as it is made.
 
     ``source`` is where every verdict and grader result comes from: computed here by default, or
     recorded by a grade worker, or replayed from a shard's records (the coordinator's assembly),
     so all three run this same code. ``on_record`` sees each journaled record, as a grade worker
     ships them. ``context`` carries the run's redactor: records and grader files are redacted.
+    ``chunks`` is given each record as stored and each transcript as grading read it (plain JSONL
+    only), and told when a case is done: the report's chunks are written then, from bytes in hand
+    (docs/report.md).
     """
     source = source if source is not None else LiveSource(resolved.base_dir, context.access)
     progress.start("grade", len(plan.trials) + len(plan.pairs))
@@ -185,7 +201,7 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
 
     root, keep, graded = run.root, plan.keep, context.manifest is not None
 
-    def grade_one(key: Key, view: TrialView, attempt_try: int) -> tuple[TrialGrading, dict[str, Any]]:
+    def grade_one(key: Key, view: TrialView, attempt_try: int) -> tuple[TrialGrading, dict[str, Any], bytes | None]:
         # The record is made with its final fields: the grader file's path (written below, before
         # the record is journaled) and the attempt's try, since one collected again later is
         # graded again (docs/run-directory.md).
@@ -195,9 +211,9 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
             _write_stream(run, RunPaths.judge_stream_rel(judge, key[0], key[1], str(key[2])), stream, context)
         if grading.output is not None:
             _write_grader_files(root, grading)
-        return _redacted(grading, context)
+        return (*_redacted(grading, context), view.take_plain() if chunks is not None else None)
 
-    def jobs() -> Iterator[tuple[Key | tuple[str, str], Callable[[], tuple[Any, dict[str, Any]]]]]:
+    def jobs() -> Iterator[tuple[Key | tuple[str, str], Callable[[], tuple[Any, dict[str, Any], bytes | None]]]]:
         # Case by case: its trials, then its comparisons, which reuse the views just read, so
         # each attempt record is read once. Views are read here, in this thread; only the
         # judging runs in the pool.
@@ -218,16 +234,28 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
     compared: dict[tuple[str, str], bool] = {}  # the comparisons made here: complete or not
     # The grading's judge access is this thread's for the whole loop, so a code judge called here
     # finds it set already (LiveSource sets it per call only where it is not: a pool's thread).
+    case: str | None = None  # the case of the last record: when the next one's differs, it is done
     with in_environment(judge_env), using(context.access), Journal(run.paths.grading_journal) as journal:
-        for key, (record, data) in _in_order(jobs(), workers):
+        for key, (record, data, plain) in _in_order(jobs(), workers):
+            if chunks is not None and case != key[1]:
+                if case is not None:
+                    chunks.case_done(case)
+                case = key[1]
+            stored = journal.append(data)
             if len(key) == 3:
-                run.trial_grades.put(key, record, journal.append(data))  # type: ignore[arg-type]
+                run.trial_grades.put(key, record, stored)  # type: ignore[arg-type]
+                if chunks is not None:
+                    chunks.graded(key, stored, plain)  # type: ignore[arg-type]
             else:
-                run.comparisons.put(key, record, journal.append(data))  # type: ignore[arg-type]
+                run.comparisons.put(key, record, stored)  # type: ignore[arg-type]
                 compared[key] = not record.errors  # type: ignore[index]
+                if chunks is not None:
+                    chunks.compared(key, stored)  # type: ignore[arg-type]
             if on_record is not None:
                 on_record(record)
             progress.advance()
+        if chunks is not None and case is not None:
+            chunks.case_done(case)
     progress.finish()
     complete = grading_complete(run, resolved, compared)
     run.meta = run.meta.with_phases(grade="complete" if complete else "partial")
@@ -313,7 +341,7 @@ def _in_order(jobs: Iterator[tuple[K, Callable[[], R]]], workers: int) -> Iterat
 def _pairwise_job(run: Run, resolved: ResolvedEval, candidate: str, case: ResolvedCase,
                   source: GradingSource, context: GradingContext,
                   views: Mapping[Key, tuple[TrialView, int]] | None = None,
-                  ) -> Callable[[], tuple[CaseComparison, dict[str, Any]]]:
+                  ) -> Callable[[], tuple[CaseComparison, dict[str, Any], None]]:
     """Read both sides' trials and the earlier comparison now; judge them when the job runs.
     ``views`` are trials' views already read (the case's trials just graded), used as they are."""
     assert resolved.pairwise is not None and resolved.baseline is not None
@@ -333,12 +361,12 @@ def _pairwise_job(run: Run, resolved: ResolvedEval, candidate: str, case: Resolv
     if earlier is not None and earlier.tries not in (None, tries):
         earlier = None  # a side was collected again: its earlier preferences do not apply
 
-    def job() -> tuple[CaseComparison, dict[str, Any]]:
+    def job() -> tuple[CaseComparison, dict[str, Any], None]:
         result = compare_pairwise(case, cand, base, judge, source, keep=earlier, candidate=candidate,
                                   baseline=baseline, context=context)
         for name, stream in result.streams:
             _write_stream(run, RunPaths.judge_stream_rel(judge.id, candidate, case.id, name), stream, context)
-        return _redacted(result.with_tries(tries), context)
+        return (*_redacted(result.with_tries(tries), context), None)
 
     return job
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import secrets
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final
@@ -23,7 +23,7 @@ from typing import Any, Final
 import orjson
 
 from mst.fileio import atomic_write_bytes
-from mst.report.trials import CASES_PER_CHUNK, write_chunks
+from mst.report.trials import CASES_PER_CHUNK, ChunkStream, write_chunks
 from mst.runs.record_files import read_record_file
 from mst.runs.run import Run, open_run
 from mst.runs.summary import Summary
@@ -58,7 +58,7 @@ def matrix(summary: Summary, rows: Iterator[Mapping[str, Any]]) -> dict[str, Any
         cells = row.get("variants") or {}
         for v in variants:
             cell = cells.get(v)
-            if not isinstance(cell, Mapping):
+            if cell.__class__ is not dict and not isinstance(cell, Mapping):  # rows are dicts: no ABC check
                 status[v].append("-")
                 rate[v].append(None)
                 passed[v].append(0)
@@ -105,15 +105,27 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def write_report(run: Run | Path) -> Path:
-    """Write ``report.html`` (and its trial chunks) for a finished phase of ``run``; its path."""
+def stream_chunks(run: Run, cases: Sequence[tuple[str, int]], variants: Sequence[str]) -> ChunkStream:
+    """The chunks of a new generation, to be written while grading goes case by case (``cases``
+    as ``(id, trials)`` in the eval's order, ``variants`` its variant ids) and named by the page
+    :func:`write_report` then writes."""
+    generation = secrets.token_hex(4)
+    return ChunkStream(run, cases, sorted(variants), run.paths.root / CHUNKS_DIR / generation)
+
+
+def write_report(run: Run | Path, chunks: ChunkStream | None = None) -> Path:
+    """Write ``report.html`` (and its trial chunks) for a finished phase of ``run``; its path.
+    ``chunks``, written while grading (:func:`stream_chunks`), are used when they hold what the
+    page shows; otherwise they are written here, from the run's files."""
     if isinstance(run, Path):
         run = open_run(run)
     summary, head, rows = read_summary(run)
-    generation = secrets.token_hex(4)
+    generation = chunks.folder.name if chunks is not None else secrets.token_hex(4)
     root = run.paths.root / CHUNKS_DIR
     data = page_data(summary, head, rows, f"{CHUNKS_DIR}/{generation}")
-    write_chunks(run, data["matrix"]["cases"], root / generation)
+    if chunks is None or not chunks.close() or chunks.case_ids != data["matrix"]["cases"]:
+        shutil.rmtree(root / generation, ignore_errors=True)  # a stream that cannot serve: none of its files
+        write_chunks(run, data["matrix"]["cases"], root / generation)
     atomic_write_bytes(run.paths.report, render_page(data))
     for old in root.iterdir():
         if old.name != generation and old.is_dir():

@@ -14,8 +14,9 @@ shows, how many events were cut and where the whole transcript is.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -51,35 +52,138 @@ def write_chunks(run: Run, case_ids: Sequence[str], folder: Path, plan: ChunkPla
     for start in range(0, len(case_ids), plan.size):
         group = case_ids[start:start + plan.size]
         body = b",".join(_case_entry(run, case, sorted(by_case.get(case, ()))) for case in group)
-        (folder / plan.name(start)).write_bytes(b"mstChunk({" + body + b"});\n")
+        _write_chunk(folder / plan.name(start), body)
         written += 1
     return written
 
 
-def _case_entry(run: Run, case: str, keys: list[Key]) -> bytes:
-    trials = b",".join(orjson.dumps(f"{v}/{t}") + b":" + _trial(run, (v, c, t)) for v, c, t in keys)
-    pairs = [orjson.dumps(v) + b":" + run.comparisons.raw((v, case))
-             for v in sorted({k[0] for k in keys}) if (v, case) in run.comparisons]
+def _write_chunk(path: Path, body: bytes) -> None:
+    path.write_bytes(b"mstChunk({" + body + b"});\n")
+
+
+@dataclass
+class ChunkStream:
+    """The chunks written while grading goes case by case, in the eval's case order
+    (``grade_run``, docs/report.md): grading hands over each record it stored and each transcript
+    it read (:meth:`graded`, :meth:`compared`), so the report neither reads nor decodes them
+    again. A case grading had nothing to do for is written from its files, as
+    :func:`write_chunks` does. The chunks are derived data: a stream
+    cut short (a crash) leaves a generation folder the next report removes; one that met a trial
+    outside its cases' keys is not :attr:`whole`, and the report is then written afresh.
+
+    ``cases`` are ``(case id, trials)`` in the eval's order, ``variants`` the eval's variant ids."""
+
+    run: Run
+    cases: Sequence[tuple[str, int]]
+    variants: Sequence[str]
+    folder: Path
+    plan: ChunkPlan = ChunkPlan()
+    whole: bool = True
+    _next: int = 0  # the index in ``cases`` of the next case to write
+    _entries: list[bytes] = field(default_factory=list)  # the current chunk's case entries
+    _graded: dict[Key, tuple[bytes, bytes | None]] = field(default_factory=dict)  # the current case's
+    _compared: dict[str, bytes] = field(default_factory=dict)  # the current case's comparisons, by candidate
+    _keys: int = 0  # the attempts written so far
+
+    @property
+    def case_ids(self) -> list[str]:
+        return [case for case, _ in self.cases]
+
+    def graded(self, key: Key, grade: bytes, transcript: bytes | None) -> None:
+        """``grade``: the trial's record as just stored; ``transcript``: the bytes of its
+        transcript as grading read them, when plain JSONL (one event per line, each decoded by
+        grading). Both are copied as they are: neither read back nor decoded again (a record
+        just stored would be written out and read back from the store's spill file)."""
+        self._graded[key] = (grade, transcript)
+
+    def compared(self, key: tuple[str, str], comparison: bytes) -> None:
+        """``comparison``: the ``(candidate, case)`` comparison's record as just stored."""
+        self._compared[key[0]] = comparison
+
+    def case_done(self, case_id: str) -> None:
+        """Every record of ``case_id`` is stored: write its entry (and those of the cases
+        before it that grading did not visit)."""
+        while self.whole and self._next < len(self.cases):
+            current = self.cases[self._next][0]
+            self._add(held=current == case_id)  # the records in hand are the done case's only
+            if current == case_id:
+                return
+        self.whole = False  # a case out of the eval's order (trials it no longer lists)
+        self._graded.clear()
+        self._compared.clear()
+
+    def close(self) -> bool:
+        """Write the cases left and the last chunk; whether the chunks hold every attempt."""
+        while self.whole and self._next < len(self.cases):
+            self._add()
+        self.whole = self.whole and self._keys == len(self.run.attempts)
+        if self.whole:
+            self.folder.mkdir(parents=True, exist_ok=True)  # as write_chunks: there even for no case
+        else:
+            shutil.rmtree(self.folder, ignore_errors=True)
+        return self.whole
+
+    def _add(self, *, held: bool = False) -> None:
+        """Write the next case's entry, from the records in hand when ``held``."""
+        case, trials = self.cases[self._next]
+        attempts = self.run.attempts
+        keys = [(v, case, t) for v in self.variants for t in range(trials)
+                if attempts.holds(attempts.slot_of((v, case, t)))]
+        self._keys += len(keys)
+        self._entries.append(_case_entry(self.run, case, keys, self._graded, self._compared) if held
+                             else _case_entry(self.run, case, keys))
+        if held:
+            self._graded.clear()
+            self._compared.clear()
+        self._next += 1
+        if len(self._entries) == self.plan.size or self._next == len(self.cases):
+            self.folder.mkdir(parents=True, exist_ok=True)
+            _write_chunk(self.folder / self.plan.name(self._next - 1), b",".join(self._entries))
+            self._entries.clear()
+
+
+def _case_entry(run: Run, case: str, keys: list[Key], graded: Mapping[Key, tuple[bytes, bytes | None]] | None = None,
+                compared: Mapping[str, bytes] | None = None) -> bytes:
+    """The case's trials and comparisons; ``graded`` and ``compared`` are records (and
+    transcripts) in hand, the others are read from the run."""
+    graded, compared = graded or {}, compared or {}
+    trials = b",".join(orjson.dumps(f"{v}/{t}") + b":" + _trial(run, (v, c, t), graded.get((v, c, t)))
+                       for v, c, t in keys)
+    pairs = [orjson.dumps(v) + b":" + _comparison(run, (v, case), compared)
+             for v in sorted({k[0] for k in keys}) if v in compared or (v, case) in run.comparisons]
     return orjson.dumps(case) + b':{"trials":{' + trials + b'},"pairs":{' + b",".join(pairs) + b"}}"
 
 
-def _trial(run: Run, key: Key) -> bytes:
+def _comparison(run: Run, key: tuple[str, str], compared: Mapping[str, bytes]) -> bytes:
+    held = compared.get(key[0])
+    return held if held is not None else run.comparisons.raw(key)
+
+
+def _trial(run: Run, key: Key, held: tuple[bytes, bytes | None] | None = None) -> bytes:
     attempt = run.attempts.raw(key)
-    grade = run.trial_grades.raw(key) if key in run.trial_grades else b"null"
+    if held is not None:
+        grade, transcript = held
+    else:
+        grade, transcript = (run.trial_grades.raw(key) if key in run.trial_grades else b"null"), None
     record = orjson.loads(attempt)
-    events = transcript_json(run.paths, record.get("transcript"))
+    events = transcript_json(run.paths, record.get("transcript"), plain=transcript)
     artifacts = orjson.dumps(list_artifacts(run.paths, record.get("artifacts")))
     return (b'{"attempt":' + attempt + b',"grade":' + grade + b',"transcript":' + events
             + b',"artifacts":' + artifacts + b"}")
 
 
-def transcript_json(paths: RunPaths, rel: str | None, budget: int = TRANSCRIPT_BUDGET) -> bytes:
+def transcript_json(paths: RunPaths, rel: str | None, budget: int = TRANSCRIPT_BUDGET, *,
+                    plain: bytes | None = None) -> bytes:
     """The transcript's events as one JSON array (``null`` without a transcript), cut in the
-    middle with a :data:`CUT_EVENT` marker when over ``budget`` bytes."""
+    middle with a :data:`CUT_EVENT` marker when over ``budget`` bytes. ``plain`` is the file's
+    content already read and known to be plain JSONL (one JSON value per line, each ending in a
+    newline: what grading read), so it is neither read nor decoded again."""
     if not rel:
         return b"null"
+    if plain is not None and len(plain) <= budget:
+        return b"[" + plain.rstrip(b"\n").replace(b"\n", b",") + b"]"
     try:
-        data = read_bytes(f"{paths.root}/{rel}")
+        data = plain if plain is not None else read_bytes(f"{paths.root}/{rel}")
     except OSError as exc:
         return orjson.dumps([_marker(f"the transcript {rel} cannot be read: {exc.strerror}", 0, rel)])
     if len(data) <= budget:
