@@ -119,9 +119,11 @@ def test_a_grader_with_its_own_configuration_receives_it() -> None:
     """Graders without configuration share one input; one with a configuration of its own gets
     that configuration (here recurrence-rate's ``symbols``), and the others still get none."""
     session = [*call("1", "a", {"x": 1}), *call("2", "a", {"x": 2}), *call("3", "a", {"x": 1}), result(duration=9)]
-    by_name = {r["id"]: r for r in run_graders(session, parse_graders_config({"recurrence-rate": {"config": {"symbols": "tool"}}})).results}
-    by_call = {r["id"]: r for r in run_graders(
-        session, parse_graders_config({"recurrence-rate": {"config": {"symbols": "call"}}})).results}
+    def graded(symbols: str) -> dict[str, dict[str, Any]]:
+        config = parse_graders_config({"recurrence-rate": {"config": {"symbols": symbols}}})
+        return {r["id"]: r for r in run_graders(session, config).results}
+
+    by_name, by_call = graded("tool"), graded("call")
     assert by_name["recurrence-rate"]["value"] != by_call["recurrence-rate"]["value"]
     assert {k: v for k, v in by_name.items() if k != "recurrence-rate"} == \
         {k: v for k, v in by_call.items() if k != "recurrence-rate"}

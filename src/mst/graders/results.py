@@ -208,7 +208,7 @@ class GraderRun:
         manifest = self.manifest_json or orjson.dumps(self.manifest)
         pieces = [_MANIFEST_HEAD, manifest, tails[0]]
         extend, dumps = pieces.extend, orjson.dumps
-        for result, tail in zip(results, tails[1:]):
+        for result, tail in zip(results, tails[1:], strict=True):
             extend((_RESULT_HEAD, dumps(result), tail))
         return b"".join(pieces)
 

@@ -18,6 +18,7 @@ object per event. This module names the fields and builds the events mst's own c
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Final
 
 Event = dict[str, Any]
