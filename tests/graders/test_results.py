@@ -103,6 +103,32 @@ def test_non_finite_or_out_of_range_values_are_errors(monkeypatch: pytest.Monkey
     assert r["status"] == "error" and r["value"] is None
 
 
+def test_each_configuration_grades_with_its_own_graders_when_configurations_alternate() -> None:
+    """The per-run steps (:class:`results._Plan`) are kept for the configuration graded last: a
+    second configuration, and then the first again, must each give exactly their own results."""
+    first = parse_graders_config(None)
+    second = parse_graders_config({"loops": {"enabled": False}, "execution-duration": {"threshold": 5}})
+    expected = {id(c): [(r["id"], r["status"]) for r in run_graders(SESSION, c).results] for c in (first, second)}
+    for config in (first, second, first, second):
+        assert [(r["id"], r["status"]) for r in run_graders(SESSION, config).results] == expected[id(config)]
+    assert "loops" not in dict(expected[id(second)])
+    assert dict(expected[id(second)])["execution-duration"] == "fail"
+
+
+def test_a_grader_with_its_own_configuration_receives_it() -> None:
+    """Graders without configuration share one input; one with a configuration of its own gets
+    that configuration (here recurrence-rate's ``symbols``), and the others still get none."""
+    session = [*call("1", "a", {"x": 1}), *call("2", "a", {"x": 2}), *call("3", "a", {"x": 1}), result(duration=9)]
+    def graded(symbols: str) -> dict[str, dict[str, Any]]:
+        config = parse_graders_config({"recurrence-rate": {"config": {"symbols": symbols}}})
+        return {r["id"]: r for r in run_graders(session, config).results}
+
+    by_name, by_call = graded("tool"), graded("call")
+    assert by_name["recurrence-rate"]["value"] != by_call["recurrence-rate"]["value"]
+    assert {k: v for k, v in by_name.items() if k != "recurrence-rate"} == \
+        {k: v for k, v in by_call.items() if k != "recurrence-rate"}
+
+
 def test_events_match_persisted_documents() -> None:
     run = run_graders(SESSION, parse_graders_config({"recurrence-rate": {}}))
     events = run.events()
@@ -128,7 +154,7 @@ def test_events_jsonl_at_any_base_index_encodes_as_each_event_does() -> None:
     """The grader file's lines are assembled from pieces: at any session length (the grader
     events' base index) they are byte for byte what encoding each event gives."""
     run = run_graders(SESSION, parse_graders_config(None))
-    for base in (4094, 4095, 4096, 10**6, 4094):
+    for base in (4094, 4095, 4096, 10**6, 4094, *range(200), *range(150)):  # past the kept tails too
         moved = GraderRun(run.manifest, run.results, base)
         assert moved.events_jsonl() == dumps_jsonl(moved.events())
 

@@ -12,14 +12,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final
 
 import orjson
 
-from mst.graders.base import GraderInput, Measurement, new_tuple
+from mst.graders.base import GraderFn, GraderInput, Measurement, new_tuple
 from mst.graders.config import GradersConfig, GraderSpec
 from mst.graders.registry import BUILTINS
-from mst.session.lookups import SessionLookups, create_session_lookups, paused_gc
+from mst.session.lookups import SMALL_PASS, SessionLookups, create_session_lookups, paused_gc
 
 SCHEMA_VERSION: Final = 2
 MANIFEST_EVENT: Final = "grader.manifest"
@@ -85,48 +86,84 @@ def _out_of_range(spec: GraderSpec, value: float) -> str | None:
     return None
 
 
+def result_template(spec: GraderSpec) -> dict[str, Any]:
+    """A result of ``spec`` with its grader's fixed fields set and the computed ones empty, in
+    the schema's key order: a result is this dict copied and four fields stored, cheaper than a
+    nine-key dict built field by field (ten results are made for every trial graded)."""
+    return {
+        "id": spec.id,
+        "implementation": spec.implementation,
+        "value": None,
+        "unit": spec.unit,
+        "direction": spec.direction,
+        "status": STATUS_UNAVAILABLE,
+        "threshold": spec.threshold,
+        "thresholdOutcome": None,
+        "message": "",
+    }
+
+
 def make_result(spec: GraderSpec, measurement: Measurement | None, error: str | None = None) -> dict[str, Any]:
     """One schema-v2 result. ``status`` is ``pass`` when a value exists and no threshold is
     missed (a metric with no threshold has nothing to fail), ``fail`` when its threshold is
     missed, ``unavailable`` without a value, ``error`` when the computation failed."""
     value, message = measurement if measurement is not None else (None, "")
+    return _filled(result_template(spec), spec, value, message, error)
+
+
+def _filled(template: dict[str, Any], spec: GraderSpec, value: float | None, message: str,
+            error: str | None) -> dict[str, Any]:
+    """:func:`make_result` on a copy of ``spec``'s :func:`result_template`."""
     if error is None and value is not None and not (
             (spec.min is None or value >= spec.min) and (spec.max is None or value <= spec.max)
             and value - value == 0.0):  # in range and finite (the common case) without a call
         error = _out_of_range(spec, value)
-    outcome: str | None = None
+    result = template.copy()
     if error is not None:
-        status, value, message = STATUS_ERROR, None, error
-    elif value is None:
-        status = STATUS_UNAVAILABLE
-    elif spec.threshold is None:
-        status = STATUS_PASS
+        result["status"], result["message"] = STATUS_ERROR, error
+        return result
+    result["message"] = message
+    if value is None:
+        return result  # the template's status: unavailable
+    result["value"] = value
+    if spec.threshold is None:
+        result["status"] = STATUS_PASS
     else:
-        outcome = _threshold(spec, value)
-        status = STATUS_FAIL if outcome == THRESHOLD_MISSED else STATUS_PASS
-    return {
-        "id": spec.id,
-        "implementation": spec.implementation,
-        "value": value,
-        "unit": spec.unit,
-        "direction": spec.direction,
-        "status": status,
-        "threshold": spec.threshold,
-        "thresholdOutcome": outcome,
-        "message": message,
-    }
+        outcome = result["thresholdOutcome"] = _threshold(spec, value)
+        result["status"] = STATUS_FAIL if outcome == THRESHOLD_MISSED else STATUS_PASS
+    return result
 
 
-def run_one(spec: GraderSpec, inp: GraderInput) -> dict[str, Any]:
-    """Run a single built-in; any exception becomes an ``error`` result naming the exception.
-    Custom source is never executed here (docs/graders.md): see :func:`run_custom_graders`."""
-    if spec.kind != "builtin":
-        return make_result(spec, None, RUNTIME_UNAVAILABLE)
-    try:
-        measurement = BUILTINS[spec.id].compute(inp)
-    except Exception as exc:  # a grader bug must not stop the others or become a score
-        return make_result(spec, None, f"{type(exc).__name__}: {exc}")
-    return make_result(spec, measurement)
+# One enabled built-in as the per-trial loop runs it: its spec, its computation, its result
+# template, and its own configuration (None when empty: the graders then share one input).
+_Step = tuple[GraderSpec, GraderFn, dict[str, Any], Mapping[str, Any] | None]
+_NO_CONFIG: Final[Mapping[str, Any]] = MappingProxyType({})
+
+
+def _step(spec: GraderSpec) -> _Step:
+    return spec, BUILTINS[spec.id].compute, result_template(spec), spec.config or None
+
+
+class _Plan:
+    """The built-in steps of the configuration graded last: a run grades every trial with one
+    configuration, so they are derived once per run, not once per trial (the identity check
+    makes another configuration derive its own). The configuration and its steps are kept as
+    one tuple, replaced in one assignment, so grading threads never see one's steps with the
+    other's configuration."""
+
+    __slots__ = ("held",)
+
+    def __init__(self) -> None:
+        self.held: tuple[GradersConfig | None, tuple[_Step, ...]] = (None, ())
+
+    def of(self, config: GradersConfig) -> tuple[_Step, ...]:
+        held = self.held
+        if held[0] is not config:
+            held = self.held = (config, tuple(_step(s) for s in config.enabled if s.kind == "builtin"))
+        return held[1]
+
+
+_PLAN: Final = _Plan()
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,13 +200,16 @@ class GraderRun:
 
     def events_jsonl(self) -> bytes:
         """:meth:`events` as JSONL, byte for byte what encoding each event gives; the manifest,
-        the same for every trial of a run, is encoded once, and the lines' pieces are joined once."""
-        index = self.base_index
+        the same for every trial of a run, is encoded once, and the lines' pieces are joined once.
+        The provenance tail of each index is formatted once (:func:`_tails`): the trials of a run
+        have sessions of a few lengths, so their grader events use the same few indexes."""
+        index, results = self.base_index, self.results
+        tails = _tails(index, len(results) + 1)
         manifest = self.manifest_json or orjson.dumps(self.manifest)
-        pieces = [_MANIFEST_HEAD, manifest, _PROVENANCE % index]
+        pieces = [_MANIFEST_HEAD, manifest, tails[0]]
         extend, dumps = pieces.extend, orjson.dumps
-        for i, result in enumerate(self.results, start=index + 1):
-            extend((_RESULT_HEAD, dumps(result), _PROVENANCE % i))
+        for result, tail in zip(results, tails[1:], strict=True):
+            extend((_RESULT_HEAD, dumps(result), tail))
         return b"".join(pieces)
 
 
@@ -177,6 +217,19 @@ _MANIFEST_HEAD: Final = b'{"type":"' + MANIFEST_EVENT.encode() + b'","data":'
 _RESULT_HEAD: Final = b'{"type":"' + RESULT_EVENT.encode() + b'","data":'
 _PROVENANCE: Final = (b',"provenance":{"component":"' + GRADING_COMPONENT.encode()
                       + b'","phase":"grading","index":%d}}\n')
+_KEPT_TAILS: Final = 64  # distinct (base index, count) pairs kept: a run's sessions have a few lengths
+_TAILS: dict[tuple[int, int], list[bytes]] = {}
+
+
+def _tails(base: int, count: int) -> list[bytes]:
+    """The provenance tails of indexes ``base`` .. ``base + count - 1``, kept for a few pairs."""
+    key = (base, count)
+    tails = _TAILS.get(key)
+    if tails is None:
+        tails = [_PROVENANCE % i for i in range(base, base + count)]
+        if len(_TAILS) < _KEPT_TAILS:
+            _TAILS[key] = tails
+    return tails
 
 
 def run_graders(
@@ -193,23 +246,51 @@ def run_graders(
     caller already built them for this exact session, and ``manifest`` when it built the
     configuration's manifest once for many sessions.
     """
+    document = manifest if manifest is not None else build_manifest(config)
+    return GraderRun(document, grader_results(session, config, expected=expected, lookups=lookups), len(session))
+
+
+def grader_results(
+    session: Sequence[Mapping[str, Any]], config: GradersConfig, *, expected: Any = None,
+    lookups: SessionLookups | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`run_graders`' results alone, in the order of ``config.enabled`` (what the grading
+    phase keeps of a trial's grading: it writes the events with the run's one manifest)."""
     shared = lookups if lookups is not None else create_session_lookups(session)
     combined = run_builtin_graders(session, config, shared, expected=expected)
+    if len(combined) == len(config.enabled):  # built-ins only: already in the enabled order
+        return list(combined.values())
     for grader_id, result in run_custom_graders(session, config, shared).items():
         combined.setdefault(grader_id, result)  # custom results never overwrite a built-in's
-    document = manifest if manifest is not None else build_manifest(config)
-    return GraderRun(document, [combined[s.id] for s in config.enabled], len(session))
+    return [combined[s.id] for s in config.enabled]
 
 
 def run_builtin_graders(
     session: Sequence[Mapping[str, Any]], config: GradersConfig, lookups: SessionLookups, *, expected: Any = None
 ) -> dict[str, dict[str, Any]]:
     """The built-in phase: pure computation in this process, custom graders skipped entirely."""
-    results: dict[str, dict[str, Any]] = {}
+    steps = _PLAN.of(config)
+    if len(session) < SMALL_PASS:  # a trial's session: paused_gc would leave it alone
+        return _run_steps(steps, new_tuple(GraderInput, (session, lookups, _NO_CONFIG, expected)))
     with paused_gc(len(session)):  # same reason as for the lookups: no collection sweeps over the session
-        for spec in config.enabled:
-            if spec.kind == "builtin":
-                results[spec.id] = run_one(spec, new_tuple(GraderInput, (session, lookups, spec.config, expected)))
+        return _run_steps(steps, new_tuple(GraderInput, (session, lookups, _NO_CONFIG, expected)))
+
+
+def _run_steps(steps: tuple[_Step, ...], shared: GraderInput) -> dict[str, dict[str, Any]]:
+    """Each step's result by grader id (one loop, no call per grader but its own: this runs ten
+    times per trial graded). A grader with a configuration of its own gets ``shared`` with that
+    configuration, the others ``shared`` itself; any exception a grader raises becomes an
+    ``error`` result naming it. Custom source is never executed here (docs/graders.md): see
+    :func:`run_custom_graders`."""
+    results: dict[str, dict[str, Any]] = {}
+    for spec, compute, template, own in steps:
+        try:
+            measurement = compute(shared if own is None else shared._replace(config=own))
+        except Exception as exc:  # a grader bug must not stop the others or become a score
+            results[spec.id] = _filled(template, spec, None, "", f"{type(exc).__name__}: {exc}")
+            continue
+        value, message = measurement
+        results[spec.id] = _filled(template, spec, value, message, None)
     return results
 
 

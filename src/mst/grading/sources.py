@@ -39,7 +39,6 @@ from mst.grading.judges import (
 
 if TYPE_CHECKING:
     from mst.graders.config import GradersConfig
-    from mst.graders.results import GraderRun
     from mst.session.events import Event
 
 
@@ -156,13 +155,12 @@ class LiveSource:
 
     def graders(self, trial: TrialView, config: GradersConfig, session: Sequence[Event],
                 manifest: dict[str, Any]) -> GradersOutcome:
-        from mst.graders.results import run_graders  # a module: no package's from-list walked per trial
+        from mst.graders.results import grader_results  # a module: no package's from-list walked per trial
 
         # The session is the trial's own events when nothing is redacted: then the lookups are
         # the trial's too (built once per trial, shared with tool assertions and judges).
         lookups = trial.lookups if trial.has_events(session) else None
-        run: GraderRun = run_graders(session, config, expected=trial.expected, lookups=lookups, manifest=manifest)
-        return GradersOutcome(tuple(run.results))
+        return GradersOutcome(tuple(grader_results(session, config, expected=trial.expected, lookups=lookups)))
 
     def _call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         if current() is not self.access:  # set already where a grading sets it for its loop

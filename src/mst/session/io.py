@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 
 from mst.fileio import read_bytes, write_trial_file
-from mst.session.events import Event, is_event
+from mst.session.events import Event, all_events, is_event
 from mst.session.lazy import lazy_jsonl
 
 
@@ -69,10 +69,10 @@ def _jsonl_events(raw: bytes) -> list[Event] | None:
     if not body:
         return None
     try:
-        value = orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
+        value = orjson.loads(b"".join((b"[", body.replace(b"\n", b","), b"]")))
     except orjson.JSONDecodeError:
         return None
-    if len(value) != body.count(b"\n") + 1 or not all(map(is_event, value)):
+    if len(value) != body.count(b"\n") + 1 or not all_events(value):
         return None
     return value  # type: ignore[no-any-return]
 

@@ -24,7 +24,7 @@ Decisions, each documented where it is made:
   lookups hold positions into the session and small immutable records.
 """
 
-from mst._gc import paused_gc
+from mst._gc import SMALL_PASS, paused_gc
 from mst.session.lookups.build import create_session_lookups
 from mst.session.lookups.fields import canonical_key, event_data, is_main_agent, normalise_tool_name
 from mst.session.lookups.gateway import is_retry
@@ -52,6 +52,7 @@ __all__ = [
     "MCP_RPC_RESPONSE",
     "MCP_TOOL_CALL",
     "SAFE_OUTPUT_RESULT",
+    "SMALL_PASS",
     "SOURCE_NATIVE",
     "USAGE_REPORT",
     "ExecutionStats",

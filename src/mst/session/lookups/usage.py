@@ -68,13 +68,11 @@ def _count(value: Any) -> int | None:
 _ALIASES: Final = frozenset(_ALIAS_FIELD)
 
 
-def _usage_fields(src: Mapping[str, Any]) -> list[int | None] | None:
-    """The fields ``src`` gives (None when it names none of them); where aliases collide, the
-    earliest in the table wins. Only the record's keys that are aliases are visited (one C-level
-    set intersection), which matters at one record per model request and per trial graded."""
-    keys = _ALIASES.intersection(src)
-    if not keys:
-        return None
+def _usage_fields(src: Mapping[str, Any], keys: set[Any] | frozenset[Any]) -> list[int | None]:
+    """The fields ``src`` gives, ``keys`` being its keys that are aliases (not empty); where
+    aliases collide, the earliest in the table wins. Only those keys are visited (the caller
+    found them with one C-level set intersection), which matters at one record per model request
+    and per trial graded."""
     values: list[int | None] = [None] * _USAGE_FIELDS
     ranks = [_NO_RANK] * _USAGE_FIELDS
     for key in keys:
@@ -91,12 +89,15 @@ def _usage_fields(src: Mapping[str, Any]) -> list[int | None] | None:
 
 def parse_usage(data: Mapping[str, Any]) -> TokenUsage:
     """Token usage in camelCase or snake_case, directly in ``data`` or, for fields ``data``
-    lacks, in ``data.usage``."""
-    values = _usage_fields(data)
+    lacks, in ``data.usage``. Each of the two is read only when it names a field (a
+    ``session.result`` has its usage only in ``data.usage``: its own keys are matched once, in C)."""
+    keys = _ALIASES.intersection(data)
+    values = _usage_fields(data, keys) if keys else None
     nested = data.get("usage")
     if nested.__class__ is dict:
-        inner = _usage_fields(nested)
-        if inner is not None:
+        inner_keys = _ALIASES.intersection(nested)
+        if inner_keys:
+            inner = _usage_fields(nested, inner_keys)
             values = inner if values is None else [v if v is not None else w
                                                    for v, w in zip(values, inner, strict=True)]
     return _NO_USAGE if values is None else _new_usage(TokenUsage, values)  # type: ignore[no-any-return]
