@@ -9,8 +9,9 @@ from typing import Any
 
 from tests.helpers import basic_eval, write_eval
 
+import mst.collect
 from mst.clients.base import AttemptOutcome, AttemptRequest
-from mst.collect import AttemptSpec, Collector
+from mst.collect import AttemptSpec, Collector, all_attempts
 from mst.config.resolve import resolve_eval
 from mst.endings import COMPLETED
 from mst.session.redact import Redactor
@@ -172,3 +173,51 @@ def test_a_cancelled_run_cancels_a_waiting_attempt(tmp_path: Path) -> None:
 
     asyncio.run(main())
     assert client.cancelled
+
+
+# Workers running attempts that never wait give the event loop a turn every few milliseconds
+# (mst.collect._TURN_EVERY_S), not after every attempt: a Ctrl-C still stops such a run at once.
+
+
+def _never_waiting_run(tmp_path: Path, trials: int) -> tuple[Collector, list[AttemptSpec]]:
+    resolved = resolve_eval(write_eval(tmp_path, basic_eval(trials=trials)))
+    collector = Collector(resolved, tmp_path / "run", secrets={}, redactor=Redactor(), on_attempt=lambda r: None)
+    for variant in resolved.variants:
+        collector._clients[variant.id] = _Client(write=False)  # type: ignore[assignment]
+    return collector, list(all_attempts(resolved))
+
+
+def test_attempts_that_never_wait_do_not_each_give_the_loop_a_turn(tmp_path: Path, monkeypatch: Any) -> None:
+    collector, specs = _never_waiting_run(tmp_path, trials=100)  # 400 attempts
+    turns = []
+    sleep = asyncio.sleep
+    ticks = iter(range(10**6))
+    # The workers' clock steps a tenth of the turn interval per reading (one reading an attempt).
+    monkeypatch.setattr("mst.collect._clock", lambda: next(ticks) * mst.collect._TURN_EVERY_S / 10)
+
+    async def counted(delay: float) -> None:
+        turns.append(delay)
+        await sleep(delay)
+
+    monkeypatch.setattr("mst.collect.asyncio.sleep", counted)
+    asyncio.run(collector.run(specs))
+    assert len(turns) <= len(specs) // 5, len(turns)  # one a turn interval, not one an attempt
+
+
+def test_a_cancelled_run_of_attempts_that_never_wait_stops_before_the_end(tmp_path: Path) -> None:
+    collector, specs = _never_waiting_run(tmp_path, trials=2000)  # 8,000 attempts: ~0.5 s or more
+    done: list[dict[str, Any]] = []
+    collector.on_attempt = done.append
+
+    async def main() -> None:
+        task = asyncio.ensure_future(collector.run(specs))
+        await asyncio.sleep(0.02)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return
+        raise AssertionError("the run was not cancelled")
+
+    asyncio.run(main())
+    assert 0 < len(done) < len(specs) // 2, len(done)

@@ -415,14 +415,13 @@ class MockSession:
         if inj is not None and idx == inj.request_index and inj.failure != "turn-limit":
             await self._fail(inj)
         try:
-            response = self._next_step(request)
+            text, calls, stop_reason = self._next_step(request)
         except MockTemplateError as exc:
             raise _setup(f"case {self._ctx.case_id!r}: mock template: {exc}") from None
-        out_chars = len(response.text) + sum(
-            len(c.name) + len(orjson.dumps(dict(c.arguments))) for c in response.tool_calls
-        )
-        usage = Usage(input_tokens, _tokens(out_chars) + 1)
-        return ModelResponse(response.text, response.tool_calls, usage, response.stop_reason)
+        out_chars = len(text)
+        for c in calls:
+            out_chars += len(c.name) + len(orjson.dumps(dict(c.arguments)))
+        return ModelResponse(text, calls, Usage(input_tokens, _tokens(out_chars) + 1), stop_reason)
 
     # -----------------------------------------------------------------------------------------
 
@@ -482,7 +481,9 @@ class MockSession:
             "results": results,
         }
 
-    def _next_step(self, request: ModelRequest) -> ModelResponse:
+    def _next_step(self, request: ModelRequest) -> tuple[str, tuple[ToolCall, ...], str]:
+        """The step's text, tool calls and stop reason: :meth:`complete` builds the one
+        :class:`ModelResponse`, with its usage, from them."""
         settings, idx = self._settings, request.request_index
         inj = self._injection
         steps = settings.steps
@@ -498,7 +499,7 @@ class MockSession:
                 step = MockToolStep(tool=request.tools[0].name if request.tools else "noop", args={}, text="")
         else:
             template = settings.answer if self._succeeds else settings.wrongAnswer
-            return ModelResponse(render(template, self._fields(request)), stop_reason="end_turn")
+            return render(template, self._fields(request)), (), "end_turn"
         fields = self._fields(request)
         call = ToolCall(f"call_{idx}", step.tool, render_value(step.args, fields))
-        return ModelResponse(render(step.text, fields), (call,), stop_reason="tool_use")
+        return render(step.text, fields), (call,), "tool_use"
