@@ -15,15 +15,19 @@ group                     what a plugin provides
 Built-in kinds resolve from a table of ``module:attribute`` targets without scanning the
 installed entry points (the scan costs milliseconds at every start); any other name is looked
 up in its group. Importing a target is deferred to :func:`load`, so naming a kind imports only
-that kind. Nothing here imports another mst module: config stays below the engine.
+that kind; :mod:`importlib.metadata` is imported only for such a lookup (with email, zipfile and
+csv it is ~8% of a 1-case run: bench/perf16_startup.md, Session 7). Nothing here imports another
+mst module: config stays below the engine.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import importlib.metadata
 
 
 @dataclass(frozen=True)
@@ -67,12 +71,19 @@ class UnknownPlugin(LookupError):
 
 def entry_points(group: PluginGroup, name: str) -> list[importlib.metadata.EntryPoint]:
     """The installed entry points of ``group`` named ``name`` (several when packages clash)."""
-    return [ep for ep in importlib.metadata.entry_points(group=group.name) if ep.name == name]
+    return [ep for ep in _installed(group) if ep.name == name]
 
 
 def known(group: PluginGroup) -> list[str]:
     """Every name ``group`` resolves: its built-ins and the installed entry points."""
-    return sorted({*group.builtin, *(ep.name for ep in importlib.metadata.entry_points(group=group.name))})
+    return sorted({*group.builtin, *(ep.name for ep in _installed(group))})
+
+
+def _installed(group: PluginGroup) -> importlib.metadata.EntryPoints:
+    """Every installed entry point of ``group`` (importlib.metadata imported here, on first use)."""
+    import importlib.metadata
+
+    return importlib.metadata.entry_points(group=group.name)
 
 
 def load(group: PluginGroup, name: str) -> Any:

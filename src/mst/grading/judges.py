@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.metadata
 import inspect
 import math
 import sys
@@ -26,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import orjson
 
@@ -37,6 +36,9 @@ from mst.config.resolved import ResolvedCase, ResolvedJudge
 from mst.session.events import ASSISTANT_MESSAGE, Event
 from mst.session.io import TranscriptError, load_transcript
 from mst.session.lookups import SOURCE_NATIVE, SessionLookups, ToolCall, create_session_lookups, is_main_agent
+
+if TYPE_CHECKING:
+    import importlib.metadata  # imported by mst.config.plugins for a plugin judge only
 
 ENTRY_POINT_GROUP: Final = JUDGES.name
 IDENTITY_VERSION: Final = "mst.judge/v1"

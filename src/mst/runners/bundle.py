@@ -20,7 +20,6 @@ Secrets are never written here: they reach a worker in the ``tokens`` message on
 from __future__ import annotations
 
 import base64
-import importlib.metadata
 import io
 import os
 import shutil
@@ -204,7 +203,10 @@ def _client_plugins(resolved: ResolvedEval) -> list[PluginVersion]:
 
 
 def installed_dist(group: str, name: str) -> str | None:
-    """``Name==version`` of the distribution providing entry point ``group:name`` here, if any."""
+    """``Name==version`` of the distribution providing entry point ``group:name`` here, if any
+    (importlib.metadata imported only here: bench/perf16_startup.md, Session 7)."""
+    import importlib.metadata
+
     for ep in importlib.metadata.entry_points(group=group):
         if ep.name == name:
             dist = ep.dist
