@@ -16,13 +16,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mst._lazy import lazy_exports
-from mst.config.pydantic_plugins import install as _install_plugin_lookup
 
 __version__ = "0.1.0"
-
-# before any pydantic model of mst is built: pydantic's plugin lookup without importlib.metadata
-# when nothing declares a plugin (mst.config.pydantic_plugins; bench/perf16_startup.md, Session 7)
-_install_plugin_lookup()
 
 if TYPE_CHECKING:
     from mst.api import grade, resume_run, run_eval

@@ -10,7 +10,7 @@ from pathlib import Path
 
 BUILD_A_MODEL = """
 import sys
-import mst
+import mst.cli.main
 from pydantic import BaseModel
 class M(BaseModel):
     x: int
@@ -51,6 +51,13 @@ def test_a_declared_plugin_still_loads(tmp_path: Path) -> None:
 
 
 def test_other_names_of_the_loader_come_from_pydantics_own() -> None:
-    out = _python("import mst, pydantic.plugin\n"
+    out = _python("import mst.cli.main, pydantic.plugin\n"
                   "from pydantic.plugin import _loader\nprint(_loader.PYDANTIC_ENTRY_POINT_GROUP)")
     assert out.strip() == "pydantic"
+
+
+def test_a_library_import_of_mst_keeps_pydantics_own_loader() -> None:
+    """Only the `mst` command stands in; `import mst` in a user's program changes nothing of pydantic's."""
+    out = _python("import mst, mst.api, sys\nimport pydantic.plugin._loader as loader\n"
+                  "print(hasattr(loader, 'PYDANTIC_ENTRY_POINT_GROUP'), 'importlib.metadata' in sys.modules)")
+    assert out.strip() == "True True"
