@@ -10,12 +10,14 @@ what changed (docs/grading.md). The typed views (:class:`Phases`, :class:`EvalRe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, Literal, cast
 
 import orjson
+
+from mst import fileio
 
 PhaseState = Literal["complete", "partial", "skipped", "pending"]
 
@@ -95,6 +97,41 @@ class _Packed:
     def value(self) -> Any:
         return orjson.loads(self.raw)
 
+    def elements(self) -> Iterator[Any]:
+        """The list's elements, decoded about :data:`mst.fileio.IO_BLOCK` bytes at a time: reading
+        100,000 cases' ids does not hold 100,000 decoded cases at once (a kilobyte each).
+
+        An element of the list starts a line indented by exactly :data:`_ELEMENT` (its own
+        lines, nested deeper, have more spaces, and a JSON string holds no raw line break), so
+        a comma that ends a line followed by that indent and a non-space ends an element."""
+        raw = self.raw
+        if not raw.startswith(b"[") or raw == b"[]":
+            yield from self.value()
+            return
+        end, start = len(raw) - len(_LIST_END), 1
+        with memoryview(raw) as view:
+            while start < end:
+                cut = _element_end(raw, min(start + fileio.IO_BLOCK, end), end)
+                batch = bytearray(b"[")
+                batch += view[start:cut]
+                batch += b"]"
+                yield from orjson.loads(batch)
+                start = cut + 1  # past the comma
+
+
+_ELEMENT: Final = b",\n    "  # what separates two elements of a packed list (a top-level key's value)
+_LIST_END: Final = b"\n  ]"
+
+
+def _element_end(raw: bytes, at: int, end: int) -> int:
+    """Where the first element of the packed list ending at or after ``at`` ends (``end``: the
+    list's last element does)."""
+    while (cut := raw.find(_ELEMENT, at, end)) >= 0:
+        if raw[cut + len(_ELEMENT)] != 0x20:  # a space: a separator nested deeper
+            return cut
+        at = cut + 1
+    return end
+
 
 def _unpacked(value: Any) -> Any:
     return value.value() if isinstance(value, _Packed) else value
@@ -168,7 +205,10 @@ class RunMeta:
 
     @property
     def case_ids(self) -> set[str]:
-        return {str(c["id"]) for c in _unpacked(self._data["cases"])}
+        """Decoded a block of cases at a time (see :meth:`_Packed.elements`): `mst run` checks
+        them before grading, and the whole list decoded was its peak of memory."""
+        cases = self._data["cases"]
+        return {str(c["id"]) for c in (cases.elements() if isinstance(cases, _Packed) else cases)}
 
     @property
     def cases(self) -> tuple[Mapping[str, Any], ...]:
