@@ -71,7 +71,6 @@ _SHARED_SUMMARIES = 4096  # distinct summary values shared between records (endi
 
 
 _TRIALS_PER_BLOCK = 8
-_IO_BLOCK = fileio.IO_BLOCK
 _READ_AHEAD = 64 * 1024  # bytes read at once by a reader going through the records in order
 
 
@@ -374,7 +373,10 @@ class RecordStore(MutableMapping[K, V]):
         packed[slot] = size << _LEN_BITS | len(data)
         self._pending += data
         size = self._size = size + len(data)
-        if size - self._flushed >= _IO_BLOCK:  # buffered, then one write to the spill file
+        # Buffered, then one write to the spill file. The block is read here, not bound at
+        # import: a test that makes blocks small (to see a big run's memory in a small one)
+        # must make this buffer small too, as it is, next to its records, in a big run.
+        if size - self._flushed >= fileio.IO_BLOCK:
             self._flush()
         if self._summarize is not None:
             self._keep_summary(slot, self._summarize(value))
