@@ -4,6 +4,7 @@ its case ids before grading, and decoding the whole list at once was that run's 
 from __future__ import annotations
 
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -11,6 +12,7 @@ import pytest
 
 from mst import fileio
 from mst.runs.meta import RunMeta, _Packed
+from mst.runs.record_files import write_record_file
 
 
 def _head(cases: list[Any]) -> dict[str, Any]:
@@ -47,3 +49,38 @@ def test_case_ids_are_read_without_decoding_every_case_at_once(monkeypatch: pyte
         tracemalloc.stop()
     assert whole == len(ids) == 3000 and ids == {c["id"] for c in cases}
     assert peak < whole_peak / 4, f"case_ids held {peak} bytes at its peak; the whole list decoded holds {whole_peak}"
+
+
+@pytest.mark.parametrize("block", [5, 1 << 20])
+def test_run_json_streams_the_packed_parts_into_the_bytes_of_the_whole_document(
+        tmp_path: Path, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fileio, "IO_BLOCK", block)
+    cases = [{"id": f"c{i}", "trials": 2, "task": {"prompt": "a\nb", "metadata": {"k": [i, {}]}}} for i in range(7)]
+    data = {**_head(cases), "grading": {"judges": {"c0": ["j"], "c1": []}, "source": "live"}, "zeta": [1]}
+    records = [orjson.dumps({"variant": "v", "case": f"c{i}", "trial": 0}) for i in range(3)]
+    head, parts = RunMeta.from_json(data).file_head()
+    assert set(parts) == {"cases", "grading"} and not {"cases", "grading"} & head.keys()
+    write_record_file(tmp_path / "run.json", head, "attempts", iter(records), parts=parts)
+    whole = {**data, "attempts": [orjson.loads(r) for r in records]}
+    assert orjson.loads((tmp_path / "run.json").read_bytes()) == whole
+    # The layout is the one-record-per-line one a reader streams, inside json_file_bytes's.
+    written = (tmp_path / "run.json").read_bytes().decode().splitlines()
+    expected = fileio.json_file_bytes({**whole, "attempts": ["@"]}).decode().splitlines()
+    at = expected.index('    "@"')
+    assert written[:at] + written[at + len(records):] == expected[:at] + expected[at + 1:]
+    assert [orjson.loads(line.strip().rstrip(",")) for line in written[at:at + len(records)]] == whole["attempts"]
+
+
+def test_writing_run_json_holds_no_copy_of_its_packed_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fileio, "IO_BLOCK", 32 * 1024)
+    cases = [{"id": f"case-{i:05d}", "trials": 1, "task": {"prompt": "p" * 100}} for i in range(5000)]
+    head, parts = RunMeta.from_json(_head(cases)).file_head()
+    size = sum(len(raw) for raw in parts.values())
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        write_record_file(tmp_path / "run.json", head, "attempts", iter(()), parts=parts)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert peak < size / 4, f"writing run.json held {peak} bytes at its peak; its packed parts are {size}"

@@ -10,6 +10,7 @@ what changed (docs/grading.md). The typed views (:class:`Phases`, :class:`EvalRe
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -84,7 +85,7 @@ def _pack(data: dict[str, Any]) -> dict[str, Any]:
 class _Packed:
     """A JSON value kept as its bytes (see ``_PACKED``), as run.json has it: indented and sorted
     as :func:`mst.fileio.json_file_bytes` writes a value one level down, so writing run.json
-    puts the bytes in as they are (:meth:`RunMeta.to_file_json`), never decoding 100,000 cases
+    puts the bytes in as they are (:meth:`RunMeta.file_head`), never decoding 100,000 cases
     to encode them again. JSON strings hold no raw line break, so indenting the lines is exact."""
 
     __slots__ = ("raw",)
@@ -159,10 +160,12 @@ class RunMeta:
         """A copy of the head, in the order it was read (new fields after the old)."""
         return {k: v.value() if isinstance(v, _Packed) else _copy({k: v})[k] for k, v in self._data.items()}
 
-    def to_file_json(self) -> dict[str, Any]:
-        """The head as run.json is written from (:func:`mst.fileio.json_file_bytes`): the per-case
-        parts as their kept bytes (``orjson.Fragment``), not decoded. Only for writing."""
-        return {k: orjson.Fragment(v.raw) if isinstance(v, _Packed) else v for k, v in self._data.items()}
+    def file_head(self) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """The head as run.json is written from (:func:`mst.runs.record_files.write_record_file`):
+        its small fields, and the per-case parts as their kept bytes (streamed into the file, not
+        decoded, not joined into one document). Only for writing."""
+        small = {k: v for k, v in self._data.items() if not isinstance(v, _Packed)}
+        return small, {k: v.raw for k, v in self._data.items() if isinstance(v, _Packed)}
 
     def _with(self, **fields: Any) -> RunMeta:
         # Shallow: the values kept are never handed out uncopied, so they are never changed.
@@ -206,9 +209,10 @@ class RunMeta:
     @property
     def case_ids(self) -> set[str]:
         """Decoded a block of cases at a time (see :meth:`_Packed.elements`): `mst run` checks
-        them before grading, and the whole list decoded was its peak of memory."""
+        them before grading, and the whole list decoded was its peak of memory. Interned: the
+        resolved cases hold the same ids, so the set holds theirs, not a copy of each."""
         cases = self._data["cases"]
-        return {str(c["id"]) for c in (cases.elements() if isinstance(cases, _Packed) else cases)}
+        return {sys.intern(str(c["id"])) for c in (cases.elements() if isinstance(cases, _Packed) else cases)}
 
     @property
     def cases(self) -> tuple[Mapping[str, Any], ...]:
