@@ -84,3 +84,15 @@ def test_writing_run_json_holds_no_copy_of_its_packed_parts(tmp_path: Path, monk
     finally:
         tracemalloc.stop()
     assert peak < size / 4, f"writing run.json held {peak} bytes at its peak; its packed parts are {size}"
+
+
+def test_the_grading_read_back_shares_equal_judge_lists_and_compares_as_a_mapping() -> None:
+    from mst.runs.meta import GradingMeta
+
+    judges = {f"c{i}": ["a", "b"] if i % 2 else [] for i in range(6)}
+    grading = GradingMeta({"name": "local"}, "live", judges, None, ("g",))
+    meta = RunMeta.from_json({**_head([]), "grading": grading.to_json()})
+    read = meta.grading
+    assert read is not None and read == GradingMeta.from_json(grading.to_json())
+    assert read.judges == judges and read.judges["c1"] is read.judges["c3"] and read.judges["c0"] is read.judges["c2"]
+    assert meta.grading is not None and meta.grading.judges["c1"] is not read.judges["c1"]  # a fresh read each time

@@ -58,9 +58,23 @@ class GradingMeta:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GradingMeta:
+        return cls._of(data, {k: list(v) for k, v in (data.get("judges") or {}).items()})
+
+    @classmethod
+    def _of(cls, data: Mapping[str, Any], judges: dict[str, list[str]]) -> GradingMeta:
         return cls(MappingProxyType(dict(data.get("runner") or {"name": "local"})), str(data.get("source", "live")),
-                   MappingProxyType({k: list(v) for k, v in (data.get("judges") or {}).items()}),
-                   data.get("pairwise"), tuple(data.get("graders") or ()))
+                   MappingProxyType(judges), data.get("pairwise"), tuple(data.get("graders") or ()))
+
+    @classmethod
+    def _of_decoded(cls, data: dict[str, Any]) -> GradingMeta:
+        """From run.json's ``grading`` just decoded (no one else holds it): its per-case judge
+        lists kept, not copied, equal ones made one (most cases have the same judges). `mst run`
+        reads it before grading to check the judges, and a copy per case was that step's peak."""
+        judges: dict[str, list[str]] = data.get("judges") or {}
+        alike: dict[tuple[str, ...], list[str]] = {}
+        for case, names in judges.items():
+            judges[case] = alike.setdefault(tuple(names), names)
+        return cls._of(data, judges)
 
 
 def _copy(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -238,7 +252,7 @@ class RunMeta:
     @property
     def grading(self) -> GradingMeta | None:
         value = _unpacked(self._data.get("grading"))
-        return GradingMeta.from_json(value) if value else None
+        return GradingMeta._of_decoded(value) if value else None
 
     # -- a changed copy ------------------------------------------------------------------------
 
