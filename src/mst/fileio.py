@@ -28,7 +28,7 @@ def atomic_write_bytes(path: Path | str, data: bytes, *, fsync: bool = True) -> 
     atomic_write_chunks(path, (data,), fsync=fsync)
 
 
-def atomic_write_chunks(path: Path | str, chunks: Iterable[bytes], *, fsync: bool = True) -> None:
+def atomic_write_chunks(path: Path | str, chunks: Iterable[bytes | memoryview], *, fsync: bool = True) -> None:
     """:func:`atomic_write_bytes` of ``b"".join(chunks)``, without ever holding the whole file."""
     target = os.fspath(path)
     head, name = os.path.split(target)

@@ -154,7 +154,7 @@ def _refuse_changed_judges(run: Run, resolved: ResolvedEval, context: GradingCon
         raise UserError(Problem(str(run.paths.run_json), "the eval's cases changed since this run was graded; "
                                 "regrade it with `mst grade RUN` instead of --resume"))
     pairwise = resolved.pairwise.id if resolved.pairwise else None
-    if dict(recorded.judges) != dict(context.judges) or recorded.pairwise != pairwise:
+    if recorded.judges != context.judges or recorded.pairwise != pairwise:
         raise UserError(Problem(str(run.paths.run_json), "the set of judges changed since this run was graded; "
                                 "regrade it with `mst grade RUN` instead of --resume"))
     if list(recorded.graders) != context.grader_ids:

@@ -10,12 +10,15 @@ what changed (docs/grading.md). The typed views (:class:`Phases`, :class:`EvalRe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, Literal, cast
 
 import orjson
+
+from mst import fileio
 
 PhaseState = Literal["complete", "partial", "skipped", "pending"]
 
@@ -55,9 +58,23 @@ class GradingMeta:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GradingMeta:
+        return cls._of(data, {k: list(v) for k, v in (data.get("judges") or {}).items()})
+
+    @classmethod
+    def _of(cls, data: Mapping[str, Any], judges: dict[str, list[str]]) -> GradingMeta:
         return cls(MappingProxyType(dict(data.get("runner") or {"name": "local"})), str(data.get("source", "live")),
-                   MappingProxyType({k: list(v) for k, v in (data.get("judges") or {}).items()}),
-                   data.get("pairwise"), tuple(data.get("graders") or ()))
+                   MappingProxyType(judges), data.get("pairwise"), tuple(data.get("graders") or ()))
+
+    @classmethod
+    def _of_decoded(cls, data: dict[str, Any]) -> GradingMeta:
+        """From run.json's ``grading`` just decoded (no one else holds it): its per-case judge
+        lists kept, not copied, equal ones made one (most cases have the same judges). `mst run`
+        reads it before grading to check the judges, and a copy per case was that step's peak."""
+        judges: dict[str, list[str]] = data.get("judges") or {}
+        alike: dict[tuple[str, ...], list[str]] = {}
+        for case, names in judges.items():
+            judges[case] = alike.setdefault(tuple(names), names)
+        return cls._of(data, judges)
 
 
 def _copy(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -82,7 +99,7 @@ def _pack(data: dict[str, Any]) -> dict[str, Any]:
 class _Packed:
     """A JSON value kept as its bytes (see ``_PACKED``), as run.json has it: indented and sorted
     as :func:`mst.fileio.json_file_bytes` writes a value one level down, so writing run.json
-    puts the bytes in as they are (:meth:`RunMeta.to_file_json`), never decoding 100,000 cases
+    puts the bytes in as they are (:meth:`RunMeta.file_head`), never decoding 100,000 cases
     to encode them again. JSON strings hold no raw line break, so indenting the lines is exact."""
 
     __slots__ = ("raw",)
@@ -94,6 +111,41 @@ class _Packed:
 
     def value(self) -> Any:
         return orjson.loads(self.raw)
+
+    def elements(self) -> Iterator[Any]:
+        """The list's elements, decoded about :data:`mst.fileio.IO_BLOCK` bytes at a time: reading
+        100,000 cases' ids does not hold 100,000 decoded cases at once (a kilobyte each).
+
+        An element of the list starts a line indented by exactly :data:`_ELEMENT` (its own
+        lines, nested deeper, have more spaces, and a JSON string holds no raw line break), so
+        a comma that ends a line followed by that indent and a non-space ends an element."""
+        raw = self.raw
+        if not raw.startswith(b"[") or raw == b"[]":
+            yield from self.value()
+            return
+        end, start = len(raw) - len(_LIST_END), 1
+        with memoryview(raw) as view:
+            while start < end:
+                cut = _element_end(raw, min(start + fileio.IO_BLOCK, end), end)
+                batch = bytearray(b"[")
+                batch += view[start:cut]
+                batch += b"]"
+                yield from orjson.loads(batch)
+                start = cut + 1  # past the comma
+
+
+_ELEMENT: Final = b",\n    "  # what separates two elements of a packed list (a top-level key's value)
+_LIST_END: Final = b"\n  ]"
+
+
+def _element_end(raw: bytes, at: int, end: int) -> int:
+    """Where the first element of the packed list ending at or after ``at`` ends (``end``: the
+    list's last element does)."""
+    while (cut := raw.find(_ELEMENT, at, end)) >= 0:
+        if raw[cut + len(_ELEMENT)] != 0x20:  # a space: a separator nested deeper
+            return cut
+        at = cut + 1
+    return end
 
 
 def _unpacked(value: Any) -> Any:
@@ -122,10 +174,12 @@ class RunMeta:
         """A copy of the head, in the order it was read (new fields after the old)."""
         return {k: v.value() if isinstance(v, _Packed) else _copy({k: v})[k] for k, v in self._data.items()}
 
-    def to_file_json(self) -> dict[str, Any]:
-        """The head as run.json is written from (:func:`mst.fileio.json_file_bytes`): the per-case
-        parts as their kept bytes (``orjson.Fragment``), not decoded. Only for writing."""
-        return {k: orjson.Fragment(v.raw) if isinstance(v, _Packed) else v for k, v in self._data.items()}
+    def file_head(self) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """The head as run.json is written from (:func:`mst.runs.record_files.write_record_file`):
+        its small fields, and the per-case parts as their kept bytes (streamed into the file, not
+        decoded, not joined into one document). Only for writing."""
+        small = {k: v for k, v in self._data.items() if not isinstance(v, _Packed)}
+        return small, {k: v.raw for k, v in self._data.items() if isinstance(v, _Packed)}
 
     def _with(self, **fields: Any) -> RunMeta:
         # Shallow: the values kept are never handed out uncopied, so they are never changed.
@@ -168,7 +222,11 @@ class RunMeta:
 
     @property
     def case_ids(self) -> set[str]:
-        return {str(c["id"]) for c in _unpacked(self._data["cases"])}
+        """Decoded a block of cases at a time (see :meth:`_Packed.elements`): `mst run` checks
+        them before grading, and the whole list decoded was its peak of memory. Interned: the
+        resolved cases hold the same ids, so the set holds theirs, not a copy of each."""
+        cases = self._data["cases"]
+        return {sys.intern(str(c["id"])) for c in (cases.elements() if isinstance(cases, _Packed) else cases)}
 
     @property
     def cases(self) -> tuple[Mapping[str, Any], ...]:
@@ -194,7 +252,7 @@ class RunMeta:
     @property
     def grading(self) -> GradingMeta | None:
         value = _unpacked(self._data.get("grading"))
-        return GradingMeta.from_json(value) if value else None
+        return GradingMeta._of_decoded(value) if value else None
 
     # -- a changed copy ------------------------------------------------------------------------
 

@@ -18,8 +18,9 @@ Read, the records come one line at a time, so memory stays flat; a file in anoth
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -35,24 +36,54 @@ _END = b"\n  ]"
 
 
 def write_record_file(path: Path | str, head: dict[str, Any], key: str, records: Iterable[bytes], *,
-                      fsync: bool = True) -> None:
-    """Atomically write ``{**head, key: [records]}``, each of ``records`` one compact JSON value."""
-    doc = json_file_bytes({**head, key: _MARK})
-    before, mark, after = doc.partition(orjson.dumps(_MARK))
-    if not mark or after.find(mark) >= 0 or not before.endswith(f'\n  "{key}": '.encode()):
+                      parts: Mapping[str, bytes] | None = None, fsync: bool = True) -> None:
+    """Atomically write ``{**head, **parts, key: [records]}``, each of ``records`` one compact JSON
+    value. ``parts`` are top-level values given as their bytes, formatted as
+    :func:`mst.fileio.json_file_bytes` writes a value one level down (run.json's per-case parts,
+    :meth:`mst.runs.meta.RunMeta.file_head`): streamed into the file as they are, never joined
+    into one document (a run of 100,000 cases would hold their bytes twice more)."""
+    parts = parts or {}
+    marks = {name: f"\x00mst: {name} goes here\x00" for name in parts}
+    doc = json_file_bytes({**head, **marks, key: _MARK})
+    listed = _span(doc, orjson.dumps(_MARK), _record_list(records))
+    if not doc[:listed[0]].endswith(f'\n  "{key}": '.encode()):
         raise ValueError(f"cannot stream {key!r} into this head")
+    spans = sorted([listed, *(_span(doc, orjson.dumps(marks[name]), _blocks(raw)) for name, raw in parts.items())],
+                   key=itemgetter(0))
 
-    def chunks() -> Iterator[bytes]:
-        yield before
-        opening = b"[" + _PAD
-        for record in records:
-            yield opening
-            yield record
-            opening = b"," + _PAD
-        yield b"[]" if opening.startswith(b"[") else _END
-        yield after
+    def chunks() -> Iterator[bytes | memoryview]:
+        at = 0
+        for start, end, fill in spans:
+            yield doc[at:start]
+            yield from fill
+            at = end
+        yield doc[at:]
 
     atomic_write_chunks(path, chunks(), fsync=fsync)
+
+
+def _span(doc: bytes, mark: bytes, fill: Iterator[bytes | memoryview]) -> tuple[int, int, Iterator[bytes | memoryview]]:
+    """Where ``mark`` (once in ``doc``) lies, and what replaces it."""
+    start = doc.find(mark)
+    if start < 0 or doc.find(mark, start + 1) >= 0:
+        raise ValueError("a part's place is not once in the head")
+    return start, start + len(mark), fill
+
+
+def _record_list(records: Iterable[bytes]) -> Iterator[bytes | memoryview]:
+    opening = b"[" + _PAD
+    for record in records:
+        yield opening
+        yield record
+        opening = b"," + _PAD
+    yield b"[]" if opening.startswith(b"[") else _END
+
+
+def _blocks(raw: bytes) -> Iterator[memoryview]:
+    """``raw`` an :data:`mst.fileio.IO_BLOCK` at a time: the writer's buffer stays a block."""
+    view = memoryview(raw)
+    for at in range(0, len(raw), fileio.IO_BLOCK):
+        yield view[at:at + fileio.IO_BLOCK]
 
 
 @dataclass

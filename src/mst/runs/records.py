@@ -71,7 +71,6 @@ _SHARED_SUMMARIES = 4096  # distinct summary values shared between records (endi
 
 
 _TRIALS_PER_BLOCK = 8
-_IO_BLOCK = fileio.IO_BLOCK
 _READ_AHEAD = 64 * 1024  # bytes read at once by a reader going through the records in order
 
 
@@ -89,11 +88,8 @@ def _first_trial(high: int) -> int:
     return 0 if high == 0 else 1 if high == 1 else (high - 1) * _TRIALS_PER_BLOCK
 
 
-class _BlockKey(tuple[str, str, int]):
-    """``(variant, case, block number)``: a type of its own, so a slot's owner tells a block from
-    a single key that happens to be a tuple."""
-
-    __slots__ = ()
+_VARIANT_BITS = 16  # a block slot's owner, 4 bytes: variant number << 16 | block number
+_MOST = 1 << _VARIANT_BITS  # variants, and blocks per variant and case (trials < 524,280)
 
 
 class KeyIndex(Generic[K]):
@@ -101,18 +97,29 @@ class KeyIndex(Generic[K]):
     their gradings keep each key once.
 
     A trial key ``(variant, case, trial)`` takes a slot in a block of consecutive slots for its
-    variant and case (see :func:`_block_of`): the index costs memory per variant and case, not
-    per attempt. A block is its key ``(variant, case, block number)`` (also what each of its
-    slots points to) and its first slot. Any other key (a comparison's ``(candidate, case)``)
+    variant and case (see :func:`_block_of`): the index costs memory per case, not per attempt,
+    and little per case. Each case id is numbered once (one dict entry, shared by the variants);
+    a block's first slot is kept in an array per variant and block number, at the case's number
+    (8 bytes); a slot's owner (its case's number, its variant's and its block's) in two arrays of
+    4 bytes a slot: fewer than 65,536 variants, 524,280 trials per case. A dict entry and a key
+    tuple per variant and case (the earlier layout) cost ~300 bytes per case of a two-variant run,
+    this ~100 (bench/perf16_memory.md). Any other key (a comparison's ``(candidate, case)``)
     takes a slot of its own.
     """
 
-    __slots__ = ("_blocks", "_owners", "_singles")
+    __slots__ = ("_case_names", "_cases", "_owner_block", "_owner_case", "_single_keys", "_singles", "_starts",
+                 "_variant_names", "_variants")
 
     def __init__(self) -> None:
-        self._blocks: dict[tuple[str, str, int], int] = {}  # block (a _BlockKey) -> its first slot
+        self._cases: dict[str, int] = {}  # case id -> its number
+        self._case_names: list[str] = []  # number -> case id
+        self._starts: dict[str, list[array[int]]] = {}  # variant -> per block number: case number -> first slot
+        self._variants: dict[str, int] = {}  # variant -> its number
+        self._variant_names: list[str] = []  # number -> variant
+        self._owner_case = array("i")  # slot -> its case's number, or -1 - its single key's number
+        self._owner_block = array("I")  # slot -> variant number << _VARIANT_BITS | block number
         self._singles: dict[K, int] = {}
-        self._owners: list[_BlockKey | Any] = []  # slot -> its block's key, or its (single) key
+        self._single_keys: list[K] = []
 
     @staticmethod
     def _block_key(key: object) -> tuple[str, str, int] | None:
@@ -128,52 +135,97 @@ class KeyIndex(Generic[K]):
             return start
         trial_key = self._block_key(key)
         if trial_key is None:
-            slot = self._singles[key] = len(self._owners)
-            self._owners.append(key)
+            slot = self._singles[key] = len(self._owner_case)
+            self._owner_case.append(-1 - len(self._single_keys))
+            self._owner_block.append(0)
+            self._single_keys.append(key)
             return slot
         variant, case, trial = trial_key
         high, first, size = _block_of(trial)
-        block = _BlockKey((sys.intern(variant), sys.intern(case), high))
-        start = self._blocks[block] = len(self._owners)
-        self._owners.extend([block] * size)
+        number = self._case_number(case)
+        column = self._column(variant, high)
+        if number >= len(column):
+            column.extend([_ABSENT] * (number + 1 - len(column)))
+        start = column[number] = len(self._owner_case)
+        self._owner_case.extend(array("i", [number]) * size)
+        self._owner_block.extend(array("I", [self._owner(variant, high)]) * size)
         return start + trial - first
+
+    def _owner(self, variant: str, high: int) -> int:
+        number = self._variants[variant]
+        if number >= _MOST or high >= _MOST:
+            raise ValueError(f"a run holds fewer than {_MOST} variants and {_MOST * _TRIALS_PER_BLOCK - 8} trials "
+                             f"per case: {variant!r}, trial {_first_trial(high)}")
+        return number << _VARIANT_BITS | high
+
+    def _case_number(self, case: str) -> int:
+        number = self._cases.get(case)
+        if number is None:
+            case = sys.intern(case)
+            number = self._cases[case] = len(self._case_names)
+            self._case_names.append(case)
+        return number
+
+    def _column(self, variant: str, high: int) -> array[int]:
+        """The first slots of ``variant``'s blocks numbered ``high``, by case number."""
+        columns = self._starts.get(variant)
+        if columns is None:
+            variant = sys.intern(variant)
+            columns = self._starts[variant] = []
+            self._variants[variant] = len(self._variant_names)
+            self._variant_names.append(variant)
+        while len(columns) <= high:
+            columns.append(array("q"))
+        return columns[high]
 
     def find(self, key: object) -> int | None:
         """The slot of ``key``, None when it has none. Called several times per attempt (by each
-        store and reader), so a trial key's common cases are read inline, with no tuple made
-        but the block's to look up."""
+        store and reader), so a trial key is read inline: two dict look-ups and two indexes,
+        no tuple made."""
         if type(key) is tuple and len(key) == 3:
             variant, case, trial = key
-            if type(trial) is int and type(variant) is str and type(case) is str:
+            if type(trial) is int and type(variant) is str and type(case) is str and trial >= 0:
+                columns = self._starts.get(variant)
+                number = self._cases.get(case)
+                if columns is None or number is None:
+                    return None
                 if trial == 0:
-                    return self._blocks.get((variant, case, 0))
-                if 0 < trial < _TRIALS_PER_BLOCK:
-                    start = self._blocks.get((variant, case, 1))
-                    return None if start is None else start + trial - 1
-                if trial > 0:
+                    high = first = 0
+                elif trial < _TRIALS_PER_BLOCK:
+                    high = first = 1
+                else:
                     high = trial // _TRIALS_PER_BLOCK + 1
-                    start = self._blocks.get((variant, case, high))
-                    return None if start is None else start + trial - (high - 1) * _TRIALS_PER_BLOCK
+                    first = (high - 1) * _TRIALS_PER_BLOCK
+                if high >= len(columns) or number >= len(column := columns[high]) or column[number] < 0:
+                    return None
+                return column[number] + trial - first
         return self._singles.get(key)  # type: ignore[arg-type]
 
     def key(self, slot: int) -> K:
-        owner = self._owners[slot]
-        if type(owner) is _BlockKey:
-            variant, case, high = owner
-            return (variant, case, _first_trial(high) + slot - self._blocks[owner])  # type: ignore[return-value]
-        return owner  # type: ignore[no-any-return,return-value]
+        number = self._owner_case[slot]
+        if number < 0:
+            return self._single_keys[-1 - number]
+        owner = self._owner_block[slot]
+        variant, high = self._variant_names[owner >> _VARIANT_BITS], owner & (_MOST - 1)
+        start = self._starts[variant][high][number]
+        return (variant, self._case_names[number], _first_trial(high) + slot - start)  # type: ignore[return-value]
 
     def __len__(self) -> int:
         """Slots given out (blocks count whole)."""
-        return len(self._owners)
+        return len(self._owner_case)
 
     def slots_in_key_order(self) -> Iterator[int]:
-        """Every slot given out, in the order of its key: trial blocks sorted by their own
-        (existing) keys, then the other keys sorted. No key object is made per slot, so writing
-        a 100,000-attempt run in key order does not build 100,000 keys to sort."""
-        blocks = self._blocks
-        for block in sorted(blocks):
-            yield from range(blocks[block], blocks[block] + _block_of(_first_trial(block[2]))[2])
+        """Every slot given out, in the order of its key: trial blocks by (variant, case, block
+        number), then the other keys sorted. No key object is made per slot, so writing a
+        100,000-attempt run in key order does not build 100,000 keys to sort (the case ids are
+        sorted once per variant: a list of the strings held)."""
+        numbers = [self._cases[case] for case in sorted(self._cases)]
+        for variant in sorted(self._starts):
+            columns = self._starts[variant]
+            for number in numbers:
+                for high, column in enumerate(columns):
+                    if number < len(column) and (start := column[number]) >= 0:
+                        yield from range(start, start + _block_of(_first_trial(high))[2])
         for key in sorted(self._singles):  # type: ignore[type-var]
             yield self._singles[key]
 
@@ -374,7 +426,10 @@ class RecordStore(MutableMapping[K, V]):
         packed[slot] = size << _LEN_BITS | len(data)
         self._pending += data
         size = self._size = size + len(data)
-        if size - self._flushed >= _IO_BLOCK:  # buffered, then one write to the spill file
+        # Buffered, then one write to the spill file. The block is read here, not bound at
+        # import: a test that makes blocks small (to see a big run's memory in a small one)
+        # must make this buffer small too, as it is, next to its records, in a big run.
+        if size - self._flushed >= fileio.IO_BLOCK:
             self._flush()
         if self._summarize is not None:
             self._keep_summary(slot, self._summarize(value))

@@ -100,8 +100,8 @@ class Run:
 
     def write(self) -> None:
         """run.json: the metadata and every attempt once, in key order, each as it is stored."""
-        write_record_file(self.paths.run_json, self.meta.to_file_json(), "attempts",
-                          self.attempts.raw_in_key_order())
+        head, parts = self.meta.file_head()
+        write_record_file(self.paths.run_json, head, "attempts", self.attempts.raw_in_key_order(), parts=parts)
 
 
 def attempt_record(record: dict[str, Any], ending: endings.Ending) -> dict[str, Any]:

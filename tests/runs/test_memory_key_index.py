@@ -1,0 +1,69 @@
+"""The key index costs little per case (issue 16): a run of 100,000 cases × 1 trial keeps one key
+index for its attempts and gradings, and a dict entry with a key tuple per variant and case was
+its biggest holder (bench/perf16_memory.md)."""
+
+from __future__ import annotations
+
+import random
+import sys
+import tracemalloc
+
+import pytest
+
+from mst.runs.records import KeyIndex
+
+# Bytes per case of two variants × one trial: 282-332 with a dict entry and a tuple per variant and
+# case, 90-113 with the case numbered once and each block's first slot in an array (the figure
+# steps with the dicts' sizes).
+PER_CASE_LIMIT = 150
+
+
+def _held(cases: int, trials: int) -> int:
+    # The case ids interned, as a run's resolved cases hold them: the index keeps those strings.
+    ids = [sys.intern(f"case-{c:06d}") for c in range(cases)]
+    keys = [(v, case, t) for case in ids for v in ("base", "cand") for t in range(trials)]
+    tracemalloc.start()
+    try:
+        index: KeyIndex[tuple[str, str, int]] = KeyIndex()
+        for key in keys:
+            index.slot(key)
+        return tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_key_index_of_one_trial_cases_is_small() -> None:
+    per_case = (_held(20_000, 1) - _held(2_000, 1)) / 18_000
+    assert per_case < PER_CASE_LIMIT, f"the key index: {per_case:.0f} bytes per case (two variants, one trial)"
+
+
+def test_the_key_index_of_many_trials_costs_a_few_bytes_per_attempt() -> None:
+    per_attempt = (_held(4_000, 10) - _held(400, 10)) / (3_600 * 20)
+    assert per_attempt < 30, f"the key index: {per_attempt:.0f} bytes per attempt"
+
+
+def test_keys_in_any_order_keep_their_slots_and_sort_as_their_keys() -> None:
+    rng = random.Random(7)
+    trial_keys = [(v, f"c{c}", t) for v in ("b", "a", "zz") for c in rng.sample(range(60), 25)
+                  for t in rng.sample(range(40), 6)]
+    others = [("cand", f"c{c}") for c in range(5)] + [("v", "c", -1)]
+    keys: list[object] = [*trial_keys, *others]
+    rng.shuffle(keys)
+    index: KeyIndex[object] = KeyIndex()
+    slots = {key: index.slot(key) for key in keys}
+    assert len(set(slots.values())) == len(keys)
+    assert all(index.key(slot) == key and index.find(key) == slot for key, slot in slots.items())
+    assert all(index.slot(key) == slot for key, slot in slots.items())  # found, not given again
+    in_order = [index.key(s) for s in index.slots_in_key_order()]
+    assert [k for k in in_order if k in slots] == sorted(trial_keys) + sorted(others)  # type: ignore[type-var]
+    assert len(in_order) == len(index)  # every slot given out, blocks whole
+    assert index.find(("a", "c-none", 0)) is None and index.find(("none", "c1", 0)) is None
+    assert index.find(("a", trial_keys[0][1], 10**5)) is None
+
+
+def test_a_trial_past_what_a_slot_owner_holds_is_refused() -> None:
+    index: KeyIndex[tuple[str, str, int]] = KeyIndex()
+    last = index.slot(("v", "c", 524_279))
+    assert index.key(last) == ("v", "c", 524_279)
+    with pytest.raises(ValueError, match="trials per case"):
+        index.slot(("v", "c", 524_280))

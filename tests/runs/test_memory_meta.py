@@ -1,0 +1,98 @@
+"""run.json's per-case parts are read a block at a time (issue 16): a run of 100,000 cases checks
+its case ids before grading, and decoding the whole list at once was that run's peak of memory."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from mst import fileio
+from mst.runs.meta import RunMeta, _Packed
+from mst.runs.record_files import write_record_file
+
+
+def _head(cases: list[Any]) -> dict[str, Any]:
+    return {"schema": "mst.run/v1", "id": "r", "eval": {}, "variants": [], "cases": cases, "phases": {}}
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 1 << 20])
+def test_a_packed_list_decodes_by_blocks_to_its_value(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fileio, "IO_BLOCK", block)
+    nested = {"prompt": "a,\n    b", "list": [1, [2, {"deep": ",\n    "}], {}], "empty": []}
+    for n in (0, 1, 2, 3, 10):
+        value = [{"id": f"c{i}", "task": nested} if i % 3 else i for i in range(n)] + ["x, y", [], {}]
+        assert list(_Packed(value).elements()) == value
+
+
+def test_a_packed_value_not_a_list_decodes_whole() -> None:
+    assert list(_Packed({"a": [1]}).elements()) == ["a"]
+
+
+def test_case_ids_are_read_without_decoding_every_case_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fileio, "IO_BLOCK", 32 * 1024)
+    cases = [{"id": f"case-{i:05d}", "task": {"prompt": "p" * 200, "metadata": {str(k): k for k in range(20)}}}
+             for i in range(3000)]
+    meta = RunMeta.from_json(_head(cases))
+    tracemalloc.start()
+    try:
+        whole = len(orjson.loads(orjson.dumps(cases)))  # what decoding them all at once holds
+        whole_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        ids = meta.case_ids
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert whole == len(ids) == 3000 and ids == {c["id"] for c in cases}
+    assert peak < whole_peak / 4, f"case_ids held {peak} bytes at its peak; the whole list decoded holds {whole_peak}"
+
+
+@pytest.mark.parametrize("block", [5, 1 << 20])
+def test_run_json_streams_the_packed_parts_into_the_bytes_of_the_whole_document(
+        tmp_path: Path, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fileio, "IO_BLOCK", block)
+    cases = [{"id": f"c{i}", "trials": 2, "task": {"prompt": "a\nb", "metadata": {"k": [i, {}]}}} for i in range(7)]
+    data = {**_head(cases), "grading": {"judges": {"c0": ["j"], "c1": []}, "source": "live"}, "zeta": [1]}
+    records = [orjson.dumps({"variant": "v", "case": f"c{i}", "trial": 0}) for i in range(3)]
+    head, parts = RunMeta.from_json(data).file_head()
+    assert set(parts) == {"cases", "grading"} and not {"cases", "grading"} & head.keys()
+    write_record_file(tmp_path / "run.json", head, "attempts", iter(records), parts=parts)
+    whole = {**data, "attempts": [orjson.loads(r) for r in records]}
+    assert orjson.loads((tmp_path / "run.json").read_bytes()) == whole
+    # The layout is the one-record-per-line one a reader streams, inside json_file_bytes's.
+    written = (tmp_path / "run.json").read_bytes().decode().splitlines()
+    expected = fileio.json_file_bytes({**whole, "attempts": ["@"]}).decode().splitlines()
+    at = expected.index('    "@"')
+    assert written[:at] + written[at + len(records):] == expected[:at] + expected[at + 1:]
+    assert [orjson.loads(line.strip().rstrip(",")) for line in written[at:at + len(records)]] == whole["attempts"]
+
+
+def test_writing_run_json_holds_no_copy_of_its_packed_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fileio, "IO_BLOCK", 32 * 1024)
+    cases = [{"id": f"case-{i:05d}", "trials": 1, "task": {"prompt": "p" * 100}} for i in range(5000)]
+    head, parts = RunMeta.from_json(_head(cases)).file_head()
+    size = sum(len(raw) for raw in parts.values())
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        write_record_file(tmp_path / "run.json", head, "attempts", iter(()), parts=parts)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert peak < size / 4, f"writing run.json held {peak} bytes at its peak; its packed parts are {size}"
+
+
+def test_the_grading_read_back_shares_equal_judge_lists_and_compares_as_a_mapping() -> None:
+    from mst.runs.meta import GradingMeta
+
+    judges = {f"c{i}": ["a", "b"] if i % 2 else [] for i in range(6)}
+    grading = GradingMeta({"name": "local"}, "live", judges, None, ("g",))
+    meta = RunMeta.from_json({**_head([]), "grading": grading.to_json()})
+    read = meta.grading
+    assert read is not None and read == GradingMeta.from_json(grading.to_json())
+    assert read.judges == judges and read.judges["c1"] is read.judges["c3"] and read.judges["c0"] is read.judges["c2"]
+    assert meta.grading is not None and meta.grading.judges["c1"] is not read.judges["c1"]  # a fresh read each time
