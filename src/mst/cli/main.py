@@ -17,15 +17,15 @@ from pathlib import Path
 import click
 
 from mst import __version__
+from mst.cli.handling import handle_errors
+from mst.cli.options import confidence_option
+from mst.cli.store import publish, results_option, source_run, store_url
 from mst.config.pydantic_plugins import install as _install_plugin_lookup
 
 # The `mst` command's process only (a program that imports mst as a library keeps pydantic's
 # own loader): pydantic's plugin lookup without importlib.metadata when nothing declares a
 # plugin, before any of mst's models is built (mst.config.pydantic_plugins).
 _install_plugin_lookup()
-from mst.cli.handling import handle_errors
-from mst.cli.options import confidence_option
-from mst.cli.store import publish, results_option, source_run, store_url
 
 
 class _Main(click.Group):
