@@ -201,8 +201,7 @@ class GraderRun:
     def events_jsonl(self) -> bytes:
         """:meth:`events` as JSONL, byte for byte what encoding each event gives; the manifest,
         the same for every trial of a run, is encoded once, and the lines' pieces are joined once.
-        The provenance tail of each index is formatted once (:func:`_tails`): the trials of a run
-        have sessions of a few lengths, so their grader events use the same few indexes."""
+        The provenance tails are formatted in one pass (:func:`_tails`)."""
         index, results = self.base_index, self.results
         tails = _tails(index, len(results) + 1)
         manifest = self.manifest_json or orjson.dumps(self.manifest)
@@ -217,19 +216,11 @@ _MANIFEST_HEAD: Final = b'{"type":"' + MANIFEST_EVENT.encode() + b'","data":'
 _RESULT_HEAD: Final = b'{"type":"' + RESULT_EVENT.encode() + b'","data":'
 _PROVENANCE: Final = (b',"provenance":{"component":"' + GRADING_COMPONENT.encode()
                       + b'","phase":"grading","index":%d}}\n')
-_KEPT_TAILS: Final = 64  # distinct (base index, count) pairs kept: a run's sessions have a few lengths
-_TAILS: dict[tuple[int, int], list[bytes]] = {}
 
 
 def _tails(base: int, count: int) -> list[bytes]:
-    """The provenance tails of indexes ``base`` .. ``base + count - 1``, kept for a few pairs."""
-    key = (base, count)
-    tails = _TAILS.get(key)
-    if tails is None:
-        tails = [_PROVENANCE % i for i in range(base, base + count)]
-        if len(_TAILS) < _KEPT_TAILS:
-            _TAILS[key] = tails
-    return tails
+    """The provenance tails of indexes ``base`` .. ``base + count - 1``."""
+    return [_PROVENANCE % i for i in range(base, base + count)]
 
 
 def run_graders(
