@@ -3,6 +3,11 @@
 Usage:
   .venv/bin/python bench/bench_vs_inspect.py [--samples 2000 20000] [--rounds 2]
       [--inspect-venv /dev/shm/inspect-venv] [--workdir DIR] [--no-graders]
+  .venv/bin/python bench/bench_vs_inspect.py --write-evals DIR [--samples 2000 6000] [--no-graders]
+
+``--write-evals DIR`` only writes the mst eval of each N to ``DIR/n-<N>/eval.yaml`` (its dataset
+beside it) and exits: no Inspect, nothing run. It is the work the ratio measures, for counting
+mst's instructions (``bench/callgrind_count.sh``) or profiling it alone.
 
 The work: N samples, one mock model call each, one string assertion, results on tmpfs.
 
@@ -183,7 +188,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-graders", action="store_true", help="mst: disable the default graders")
     parser.add_argument("--skip-inspect-above", type=int, default=10**9,
                         help="run only mst for N above this (when Inspect would take too long)")
+    parser.add_argument("--write-evals", type=Path, metavar="DIR",
+                        help="only write the mst eval of each N to DIR/n-<N>/eval.yaml and exit")
     args = parser.parse_args(argv)
+    if args.write_evals is not None:
+        for n in args.samples:
+            print(make_mst(args.write_evals / f"n-{n}", n, not args.no_graders))
+        return 0
     inspect = ensure_inspect(args.inspect_venv)
     shm = Path("/dev/shm")
     work = args.workdir or Path(tempfile.mkdtemp(prefix="mst-vs-inspect-", dir=shm if shm.is_dir() else None))
