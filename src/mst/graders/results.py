@@ -9,6 +9,7 @@ broken computation must never read as a score.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -305,6 +306,113 @@ def run_custom_graders(
             result["diagnostics"] = list(outcome.diagnostics)
         results[grader_id] = result
     return results
+
+
+# ---------------------------------------------------------------------------------------------
+# A result as a trial's grading record keeps it (docs/graders.md, "Results")
+#
+# A run grades every trial with one manifest, written once (``graders/manifest-<digest>.json``).
+# Of each result the record keeps what the manifest does not imply: ``value``, ``status`` and,
+# when not empty, ``message`` and ``diagnostics``. The other fields (implementation, unit,
+# direction, threshold) are the manifest's, and ``thresholdOutcome`` follows from the status.
+# A result those rules would not rebuild exactly is kept whole, under ``result``: the graded
+# session read back always holds the results grading made.
+
+ENTRY_RESULT: Final = "result"
+
+
+def _manifest_templates(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each grader's :func:`result_template`, from its manifest entry (which has the same fields)."""
+    templates: dict[str, dict[str, Any]] = {}
+    for g in manifest.get("graders") or ():
+        if isinstance(g, Mapping) and isinstance(g.get("id"), str):
+            templates[g["id"]] = {
+                "id": g["id"], "implementation": g.get("implementation"), "value": None, "unit": g.get("unit"),
+                "direction": g.get("direction"), "status": STATUS_UNAVAILABLE, "threshold": g.get("threshold"),
+                "thresholdOutcome": None, "message": "",
+            }
+    return templates
+
+
+class _Templates:
+    """The templates of the manifest used last (a run reads and writes every trial with one; the
+    identity check makes another manifest derive its own), held as one tuple, as :class:`_Plan`."""
+
+    __slots__ = ("held",)
+
+    def __init__(self) -> None:
+        self.held: tuple[Mapping[str, Any] | None, dict[str, dict[str, Any]]] = (None, {})
+
+    def of(self, manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        held = self.held
+        if held[0] is not manifest:
+            held = self.held = (manifest, _manifest_templates(manifest))
+        return held[1]
+
+
+_TEMPLATES: Final = _Templates()
+
+
+def _rebuilt(template: dict[str, Any], value: Any, status: Any, extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The full result an entry stands for: ``template`` with the entry's fields stored."""
+    result = template.copy()
+    result["value"], result["status"] = value, status
+    if template["threshold"] is not None:
+        result["thresholdOutcome"] = (THRESHOLD_MET if status == STATUS_PASS
+                                      else THRESHOLD_MISSED if status == STATUS_FAIL else None)
+    if extra:
+        if "message" in extra:
+            result["message"] = extra["message"]
+        if "diagnostics" in extra:
+            result["diagnostics"] = extra["diagnostics"]
+    return result
+
+
+def entry_detail(manifest: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a trial's record keeps of ``result`` besides its id, value and status: its message
+    and diagnostics when present (None when there are none), or the whole result under
+    ``result`` when ``manifest`` would not rebuild it exactly (:func:`result_of_entry`)."""
+    template = _TEMPLATES.of(manifest).get(result.get("id"))  # type: ignore[arg-type]
+    if template is not None:
+        message = result.get("message", "")
+        extra: dict[str, Any] | None = None
+        if message != "":
+            extra = {"message": message}
+        if "diagnostics" in result:
+            extra = {**(extra or {}), "diagnostics": result["diagnostics"]}
+        rebuilt = _rebuilt(template, result.get("value"), result.get("status"), extra)
+        # Equal, and the threshold of the same type (1 == 1.0, but the two encode differently):
+        # then the events rebuilt are the ones made, their fields in the schema's order (a
+        # result that came back from a grade shard has them sorted; the order means nothing).
+        if rebuilt == result and type(result.get("threshold")) is type(template["threshold"]):
+            return extra
+    return {ENTRY_RESULT: dict(result)}
+
+
+def result_of_entry(manifest: Mapping[str, Any], grader_id: str, value: Any, status: Any,
+                    detail: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The full schema-v2 result a record's entry stands for (the inverse of :func:`entry_detail`).
+    Raises ValueError when the manifest has no such grader."""
+    whole = detail.get(ENTRY_RESULT) if detail else None
+    if whole is not None:
+        return dict(whole)
+    template = _TEMPLATES.of(manifest).get(grader_id)
+    if template is None:
+        raise ValueError(f"grader {grader_id!r} is not in the grader manifest")
+    return _rebuilt(template, value, status, detail)
+
+
+def manifest_digest(manifest_json: bytes) -> str:
+    """The name a manifest is stored under (``manifest-<digest>.json``): its encoding's sha256,
+    16 hex digits. Content-addressed, so a resumed grading with other thresholds adds a second."""
+    return hashlib.sha256(manifest_json).hexdigest()[:16]
+
+
+def manifest_file_bytes(manifest: Mapping[str, Any]) -> bytes:
+    """A manifest file's bytes: indented, in the manifest's own key order (not sorted, as other
+    run files are), so that read back and encoded it gives the ``grader.manifest`` event's data
+    byte for byte."""
+    return orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def documents_of(events: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
