@@ -12,7 +12,7 @@ import pytest
 from tests.helpers import basic_eval, load, only_run, run_cli, write_eval
 
 from mst.graders import replay
-from mst.graders.results import GraderRun, entry_detail, result_of_entry
+from mst.graders.results import GraderRun, record_entry, result_of_entry
 from mst.runs.graded import Manifests, graded_session, graded_trials, grader_documents, grader_events, trial_record
 from mst.runs.grading_records import GraderValue, TrialGrading
 from mst.session.io import TranscriptError, dumps_jsonl, read_transcript
@@ -171,28 +171,40 @@ def _graded() -> GraderRun:
     return run_graders(session, parse_graders_config({"execution-step-count": {"threshold": 0.5}}))
 
 
+def _round_trip(manifest: dict[str, Any], result: dict[str, Any]) -> tuple[GraderValue, dict[str, Any]]:
+    """The entry a record keeps of ``result``, through its JSON, and the result rebuilt from it."""
+    value = GraderValue.from_json(GraderValue(*record_entry(manifest, result)).to_json())
+    return value, result_of_entry(manifest, *value)
+
+
 def test_an_entry_keeps_what_the_manifest_does_not_imply_and_gives_the_result_back() -> None:
     graded = _graded()
     for result in graded.results:
-        detail = entry_detail(graded.manifest, result)
-        assert detail is None or set(detail) <= {"message", "diagnostics"}
-        rebuilt = result_of_entry(graded.manifest, result["id"], result["value"], result["status"], detail)
+        value, rebuilt = _round_trip(graded.manifest, result)
+        assert set(value.to_json()) <= {"id", "value", "status", "message"}
+        assert value.message == result["message"] and value.detail is None
         assert orjson.dumps(rebuilt) == orjson.dumps(result)
+    with_diagnostics = {**graded.results[0], "diagnostics": [{"line": 1}]}
+    value, rebuilt = _round_trip(graded.manifest, with_diagnostics)
+    assert value.detail == {"diagnostics": [{"line": 1}]} and orjson.dumps(rebuilt) == orjson.dumps(with_diagnostics)
 
 
 def test_a_result_the_manifest_would_not_rebuild_is_kept_whole() -> None:
     graded = _graded()
     first = graded.results[0]
+    thresholded = next(r for r in graded.results if r["threshold"] is not None)
     odd = [
         {**first, "unit": "other"},  # not the manifest's
         {**first, "id": "not-in-the-manifest"},
         {**first, "thresholdOutcome": "met"},  # not what the status implies
-        {**next(r for r in graded.results if r["threshold"] is not None), "threshold": 0},  # 0 == 0.0, not the type
+        {**thresholded, "threshold": 0},  # 0 == 0.0, but not the type
+        {**first, "extra": 1},  # a field the schema does not have
+        {k: v for k, v in first.items() if k != "thresholdOutcome"},  # one it has, missing
+        {**first, "message": None},
     ]
     for result in odd:
-        detail = entry_detail(graded.manifest, result)
-        assert detail == {"result": result}
-        rebuilt = result_of_entry(graded.manifest, result["id"], result["value"], result["status"], detail)
+        value, rebuilt = _round_trip(graded.manifest, result)
+        assert value.detail == {"result": result}
         assert orjson.dumps(rebuilt) == orjson.dumps(result)
 
 
@@ -200,11 +212,8 @@ def test_a_result_with_its_fields_in_another_order_is_rebuilt_in_the_schemas_ord
     """A grade shard's results come back with their keys sorted: the same result, not another."""
     graded = _graded()
     for result in graded.results:
-        shuffled = dict(sorted(result.items()))
-        detail = entry_detail(graded.manifest, shuffled)
-        assert detail is None or "result" not in detail
-        rebuilt = result_of_entry(graded.manifest, result["id"], result["value"], result["status"], detail)
-        assert orjson.dumps(rebuilt) == orjson.dumps(result)
+        value, rebuilt = _round_trip(graded.manifest, dict(sorted(result.items())))
+        assert value.detail is None and orjson.dumps(rebuilt) == orjson.dumps(result)
 
 
 def test_a_records_entries_round_trip_through_its_json() -> None:
@@ -216,8 +225,8 @@ def test_a_records_entries_round_trip_through_its_json() -> None:
             "errors": [], "graders": entries, "gradersPath": "graders/manifest-0123456789abcdef.json"}
     record = TrialGrading.from_json(data)
     assert record.to_json() == data
-    assert record.graders is not None and record.graders[1] == GraderValue("b", None, "unavailable",
-                                                                            {"message": "no evidence"})
+    assert record.graders is not None and record.graders[1] == GraderValue("b", None, "unavailable", "no evidence")
+    assert record.graders[2].detail == {"diagnostics": [{"x": 1}]}
     assert [GraderValue.from_json(e).to_json() for e in entries] == entries
 
 

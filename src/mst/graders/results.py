@@ -353,53 +353,71 @@ class _Templates:
 _TEMPLATES: Final = _Templates()
 
 
-def _rebuilt(template: dict[str, Any], value: Any, status: Any, extra: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The full result an entry stands for: ``template`` with the entry's fields stored."""
-    result = template.copy()
-    result["value"], result["status"] = value, status
-    if template["threshold"] is not None:
-        result["thresholdOutcome"] = (THRESHOLD_MET if status == STATUS_PASS
-                                      else THRESHOLD_MISSED if status == STATUS_FAIL else None)
-    if extra:
-        if "message" in extra:
-            result["message"] = extra["message"]
-        if "diagnostics" in extra:
-            result["diagnostics"] = extra["diagnostics"]
-    return result
+# An entry as a trial's record holds it: (id, value, status, message, detail), ``detail`` None,
+# ``{"diagnostics": [...]}`` or ``{"result": {...}}`` (the layout of
+# :class:`mst.runs.grading_records.GraderValue`, which is made of it without a copy).
+Entry = tuple[Any, Any, Any, str, dict[str, Any] | None]
+_KEYS: Final = 9  # the fields of a result (:func:`result_template`), diagnostics aside
 
 
-def entry_detail(manifest: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any] | None:
-    """What a trial's record keeps of ``result`` besides its id, value and status: its message
-    and diagnostics when present (None when there are none), or the whole result under
-    ``result`` when ``manifest`` would not rebuild it exactly (:func:`result_of_entry`)."""
-    template = _TEMPLATES.of(manifest).get(result.get("id"))  # type: ignore[arg-type]
-    if template is not None:
-        message = result.get("message", "")
-        extra: dict[str, Any] | None = None
-        if message != "":
-            extra = {"message": message}
-        if "diagnostics" in result:
-            extra = {**(extra or {}), "diagnostics": result["diagnostics"]}
-        rebuilt = _rebuilt(template, result.get("value"), result.get("status"), extra)
-        # Equal, and the threshold of the same type (1 == 1.0, but the two encode differently):
-        # then the events rebuilt are the ones made, their fields in the schema's order (a
-        # result that came back from a grade shard has them sorted; the order means nothing).
-        if rebuilt == result and type(result.get("threshold")) is type(template["threshold"]):
-            return extra
-    return {ENTRY_RESULT: dict(result)}
+def record_entry(manifest: Mapping[str, Any], result: Mapping[str, Any]) -> Entry:
+    """What a trial's record keeps of ``result``: its id, value, status, message and diagnostics
+    when ``manifest`` implies the rest exactly, otherwise the whole result under ``result``
+    (:func:`result_of_entry` is the inverse). See :func:`record_entries`."""
+    return record_entries(manifest, (result,))[0]
 
 
-def result_of_entry(manifest: Mapping[str, Any], grader_id: str, value: Any, status: Any,
+def record_entries(manifest: Mapping[str, Any], results: Iterable[Mapping[str, Any]]) -> list[Entry]:
+    """:func:`record_entry` of each of a trial's results, in one loop (ten results per trial
+    graded: the test is a few comparisons per result, no call and, for a result without
+    diagnostics, no dict built)."""
+    templates, entries = _TEMPLATES.of(manifest), []
+    for result in results:
+        grader_id = result.get("id")
+        template = templates.get(grader_id)  # type: ignore[arg-type]
+        extra = len(result) - _KEYS
+        if template is not None and (extra == 0 or (extra == 1 and "diagnostics" in result)):
+            try:  # every field of the schema there (with the count: no other), each as implied
+                status, message, threshold = result["status"], result["message"], result["threshold"]
+                # The threshold of the same type too: 1 == 1.0, but the two encode differently.
+                if (message.__class__ is str and threshold == template["threshold"]
+                        and threshold.__class__ is template["threshold"].__class__
+                        and result["implementation"] == template["implementation"]
+                        and result["unit"] == template["unit"] and result["direction"] == template["direction"]
+                        and result["thresholdOutcome"] == (None if threshold is None else _OUTCOMES.get(status))):
+                    entries.append((grader_id, result["value"], status, message,
+                                    None if extra == 0 else {"diagnostics": result["diagnostics"]}))
+                    continue
+            except KeyError:
+                pass  # a field of the schema missing: kept whole
+        entries.append((grader_id, result.get("value"), result.get("status"), "", {ENTRY_RESULT: dict(result)}))
+    return entries
+
+
+_OUTCOMES: Final = {STATUS_PASS: THRESHOLD_MET, STATUS_FAIL: THRESHOLD_MISSED}
+
+
+def _outcome(threshold: Any, status: Any) -> str | None:
+    """The threshold outcome a status implies, for a grader with ``threshold`` (see :func:`make_result`)."""
+    return None if threshold is None else _OUTCOMES.get(status)
+
+
+def result_of_entry(manifest: Mapping[str, Any], grader_id: str, value: Any, status: Any, message: str,
                     detail: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The full schema-v2 result a record's entry stands for (the inverse of :func:`entry_detail`).
-    Raises ValueError when the manifest has no such grader."""
+    """The full schema-v2 result a record's entry stands for (the inverse of :func:`record_entry`),
+    its fields in the schema's order. Raises ValueError when the manifest has no such grader."""
     whole = detail.get(ENTRY_RESULT) if detail else None
     if whole is not None:
         return dict(whole)
     template = _TEMPLATES.of(manifest).get(grader_id)
     if template is None:
         raise ValueError(f"grader {grader_id!r} is not in the grader manifest")
-    return _rebuilt(template, value, status, detail)
+    result = template.copy()
+    result["value"], result["status"], result["message"] = value, status, message
+    result["thresholdOutcome"] = _outcome(template["threshold"], status)
+    if detail and "diagnostics" in detail:
+        result["diagnostics"] = detail["diagnostics"]
+    return result
 
 
 def manifest_digest(manifest_json: bytes) -> str:

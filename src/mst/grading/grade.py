@@ -109,16 +109,14 @@ def _graders(trial: TrialView, source: GradingSource, context: GradingContext,
     if outcome.results is None:
         errors.append(GradingError("graders", "grader", None, outcome.error or "the graders gave no results"))
         return None
-    from mst.graders.results import entry_detail
+    from mst.graders.results import record_entries
 
-    values: list[GraderValue] = []
-    for r in outcome.results:  # one pass: each result's entry for the record, its error if any
-        result = r if type(r) is dict else dict(r)
-        grader_id, status = result["id"], result["status"]
-        if status == "error":
-            errors.append(GradingError(f"grader:{grader_id}", "grader", None, result.get("message") or "grader error"))
-        values.append(_new(GraderValue, (grader_id, result["value"], status, entry_detail(manifest, result))))
-    return tuple(values)
+    results = outcome.results
+    for result in results:
+        if result["status"] == "error":
+            message = result.get("message") or "grader error"
+            errors.append(GradingError(f"grader:{result['id']}", "grader", None, message))
+    return tuple([_new(GraderValue, entry) for entry in record_entries(manifest, results)])
 
 
 def grade_trial(

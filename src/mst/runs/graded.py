@@ -17,14 +17,14 @@ session together; the report, ``mst experiments analyze`` and tests read one thr
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from mst.graders.results import MANIFEST_EVENT, RESULT_EVENT, GraderRun, documents_of, result_of_entry
-from mst.runs.grading_records import TrialGrading
+from mst.runs.grading_records import GraderValue, TrialGrading
 from mst.runs.layout import RunPaths
 from mst.session.events import Event
 from mst.session.io import TranscriptError, parse_transcript, read_transcript
@@ -71,25 +71,25 @@ def trial_record(run_dir: Path | str, variant: str, case: str, trial: int) -> Tr
     return record
 
 
-def grader_documents_of(record: TrialGrading, manifests: Manifests) -> Documents:
-    """The manifest and the full results of the trial ``record`` grades, in any format a run
-    holds them; ``(None, [])`` when no grader ran on it."""
-    rel = record.graders_path
+def grader_documents_of(rel: str | None, values: Sequence[GraderValue], manifests: Manifests) -> Documents:
+    """The manifest and the full results of a trial whose record has ``gradersPath`` ``rel`` and
+    ``graders`` ``values``, in any format a run holds them; ``(None, [])`` when no grader ran on it."""
     if rel is None:
         return None, []
     if is_manifest_path(rel):
         manifest, _ = manifests.get(rel)
-        return manifest, _results(record, manifest, f"{manifests.root}/{rel}")
+        return manifest, _results(values, manifest, f"{manifests.root}/{rel}")
     path = f"{manifests.root}/{rel}"
     if rel.endswith(".jsonl"):
         return grader_documents(Path(path))
     return _folder_documents(path)
 
 
-def _results(record: TrialGrading, manifest: dict[str, Any], source: str) -> list[dict[str, Any]]:
-    """The full results the record's entries stand for, against their manifest (at ``source``)."""
+def _results(values: Sequence[GraderValue], manifest: dict[str, Any], source: str) -> list[dict[str, Any]]:
+    """The full results the record's entries stand for, against their manifest (at ``source``);
+    each entry is a :class:`~mst.runs.grading_records.GraderValue`, in the order of the arguments."""
     try:
-        return [result_of_entry(manifest, *g) for g in record.graders or ()]
+        return [result_of_entry(manifest, *g) for g in values]
     except ValueError as exc:
         raise TranscriptError(f"{source}: {exc}") from None
 
@@ -135,7 +135,7 @@ def grader_events(run_dir: Path | str, variant: str, case: str, trial: int, *,
     manifest, manifest_json = manifests.get(rel)
     if base_index is None:
         base_index = len(read_transcript(f"{root}/{RunPaths.transcript_rel(variant, case, trial)}"))
-    results = _results(record, manifest, f"{root}/{rel}")
+    results = _results(record.graders or (), manifest, f"{root}/{rel}")
     # The very encoder grading used, then the very parser a transcript is read with.
     events = GraderRun(manifest, results, base_index, manifest_json).events_jsonl()
     return parse_transcript(events, f"{root}/{rel}")
@@ -154,18 +154,49 @@ def graded_session(run_dir: Path | str, variant: str, case: str, trial: int, *,
 
 
 def graded_trials(run_dir: Path) -> Iterator[tuple[str, str, int, dict[str, Any] | None, list[dict[str, Any]]]]:
-    """``(variant, case, trial, manifest, results)`` of every trial graders ran on, from the run's
-    grading records in key order (each manifest read once), in whatever format the run holds them."""
-    from mst.runs.run import open_run
-
-    grades = open_run(run_dir).trial_grades
+    """``(variant, case, trial, manifest, results)`` of every trial graders ran on, in key order
+    (each manifest read once), in whatever format the run holds them. Reads only the grading
+    records, and of each only its grader entries (:func:`_trial_records`)."""
     manifests = Manifests(run_dir)
-    for slot in grades.slots_in_key_order():
-        record = grades.at(slot)
-        if record is None or record.graders_path is None:
-            continue
-        manifest, results = grader_documents_of(record, manifests)
-        yield record.variant, record.case, record.trial, manifest, results
+    records = _trial_records(run_dir)
+    for key in sorted(records):
+        record = records[key]
+        try:
+            values = [GraderValue.from_json(g) for g in record.get("graders") or ()]
+        except ValueError as exc:
+            raise TranscriptError(f"{run_dir}: the grading record of {'/'.join(map(str, key))}: {exc}") from None
+        manifest, results = grader_documents_of(record["gradersPath"], values, manifests)
+        yield key[0], key[1], key[2], manifest, results
+
+
+def _trial_records(run_dir: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """Each graded trial's grading record that names grader results, as stored, by key: the
+    records :func:`mst.runs.run.open_run` would hold (``results.json``'s snapshot, then the
+    lines of ``grading.jsonl``, a later one for a key replacing it), read as JSON only — a
+    reader of one field of 2,000 records does not decode their verdicts, nor the attempts."""
+    from mst.runs.files import read_journal
+    from mst.runs.record_files import read_record_file
+
+    records: dict[tuple[str, str, int], dict[str, Any]] = {}
+
+    def keep(record: Any) -> None:
+        if not isinstance(record, dict) or record.get("kind") == "pairwise":
+            return
+        key = (record.get("variant"), record.get("case"), record.get("trial"))
+        if not (isinstance(key[0], str) and isinstance(key[1], str) and isinstance(key[2], int)):
+            raise TranscriptError(f"{run_dir}: a trial's grading record without its variant, case and trial")
+        if isinstance(record.get("gradersPath"), str):
+            records[key] = record  # type: ignore[index]
+        else:
+            records.pop(key, None)  # type: ignore[arg-type]
+
+    snapshot = run_dir / "results.json"
+    if snapshot.is_file():
+        for record, _ in read_record_file(snapshot, "results.json", "trials").records():
+            keep(record)
+    for record in read_journal(run_dir / "grading.jsonl"):
+        keep(record)
+    return records
 
 
 def grader_documents(file: Path) -> Documents:

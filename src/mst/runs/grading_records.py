@@ -109,15 +109,16 @@ class GradingError:
 
 
 class GraderValue(NamedTuple):
-    """One deterministic grader's result on a trial, as the trial's record lists it: its value and
-    status, and in ``detail`` what the run's grader manifest does not imply (its message and
-    diagnostics, or the whole result when the manifest would not rebuild it:
-    :func:`mst.graders.results.entry_detail`). A named tuple, as :class:`VerdictRecord`: ten of
-    them are decoded per trial."""
+    """One deterministic grader's result on a trial, as the trial's record lists it: its value,
+    status and message, and in ``detail`` anything else the run's grader manifest does not imply
+    (``{"diagnostics": [...]}``, or ``{"result": {...}}``, the whole result, when the manifest
+    would not rebuild it: :func:`mst.graders.results.record_entry`). A named tuple, as
+    :class:`VerdictRecord`: ten of them are decoded per trial."""
 
     id: str
     value: float | None
     status: str  # "pass" | "fail" | "unavailable" | "error"
+    message: str = ""  # stored only when not empty
     detail: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -136,20 +137,27 @@ class GraderValue(NamedTuple):
         return self.status in MEASURED
 
 
-def _grader_entry(g: tuple[str, float | None, str, Mapping[str, Any] | None]) -> dict[str, Any]:
+def _grader_entry(g: GraderValue) -> dict[str, Any]:
+    """``{id, value, status[, message][, diagnostics | result]}``, as a record stores it."""
     entry: dict[str, Any] = {"id": g[0], "value": g[1], "status": g[2]}
     if g[3]:
-        entry.update(g[3])
+        entry["message"] = g[3]
+    if g[4]:
+        entry.update(g[4])
     return entry
 
 
 def _grader_value(data: Mapping[str, Any]) -> GraderValue:
-    """An entry as stored: ``{id, value, status}`` and whatever else it keeps, as ``detail``."""
-    detail = {k: v for k, v in data.items() if k not in _VALUE_KEYS} if len(data) > 3 else None
-    return _new(GraderValue, (data["id"], data.get("value"), data["status"], detail))
+    """An entry as stored; anything but its id, value, status and message becomes ``detail``.
+    Records older than the message have three fields, today's usually four: read inline."""
+    n, message = len(data), data.get("message", "")
+    if n == 3 or (n == 4 and "message" in data):
+        return _new(GraderValue, (data["id"], data.get("value"), data["status"], message, None))
+    detail = {k: v for k, v in data.items() if k not in _ENTRY_KEYS} or None
+    return _new(GraderValue, (data["id"], data.get("value"), data["status"], message, detail))
 
 
-_VALUE_KEYS = frozenset({"id", "value", "status"})
+_ENTRY_KEYS = frozenset({"id", "value", "status", "message"})
 
 
 @dataclass(frozen=True, slots=True)
