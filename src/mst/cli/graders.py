@@ -108,7 +108,8 @@ def _graders_run(session: Path, config_path: Path | None, expected_path: Path | 
 
 
 def _config_document(path: Path) -> Any:
-    """A config file, or a trial's grader file (``.jsonl``): then the manifest its grading used."""
+    """A config file or a run's grader manifest (``graders/manifest-<digest>.json``), or an older run's
+    per-trial grader file (``.jsonl``): then the manifest its grading used."""
     if path.suffix != ".jsonl":
         return _load_document(path, "config")
     try:
