@@ -1,4 +1,4 @@
-"""Deterministic graders wired into `mst run`: files per trial, results, summary, replay, experiments."""
+"""Deterministic graders wired into `mst run`: the manifest, results, summary, replay, experiments."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from click.testing import CliRunner
 from tests.helpers import basic_eval, load, mock_variant, only_run, run_cli, write_eval
 
 from mst.cli import main
-from mst.runs.graded import graded_session, grader_documents
+from mst.graders import documents_of
+from mst.runs.graded import graded_session
 
 
 def _run(tmp_path: Path, **overrides: object) -> Path:
@@ -19,22 +20,21 @@ def _run(tmp_path: Path, **overrides: object) -> Path:
     return only_run(tmp_path / "runs")
 
 
-def test_graders_write_one_file_per_trial_and_never_touch_the_transcript(tmp_path: Path) -> None:
+def _stored(run: Path, key: tuple[str, str, int]) -> tuple[dict[str, object] | None, list[dict[str, object]]]:
+    """The manifest and results of a trial's graded session."""
+    return documents_of(graded_session(run, *key))
+
+
+def test_graders_write_one_manifest_and_never_touch_the_transcript(tmp_path: Path) -> None:
     run = _run(tmp_path, graders={"loops": {"enabled": False}, "tool-success-rate": {"threshold": 0.5}})
     attempt = load(run / "run.json")["attempts"][0]
     key = (attempt["variant"], attempt["case"], attempt["trial"])
-    folder = run / "graders" / attempt["variant"] / attempt["case"]
-    # One grader file per trial, and no copy of the transcript's bytes (docs/run-directory.md).
-    trials = len(load(run / "run.json")["attempts"])
-    assert len(list((run / "graders").glob("*/*/*"))) == trials
-    assert sorted(p.name for p in folder.iterdir()) == sorted(
-        f"{a['trial']}.jsonl" for a in load(run / "run.json")["attempts"] if a["case"] == attempt["case"]
-        and a["variant"] == attempt["variant"])
+    # One manifest for the run, no grader file per trial, no copy of the transcript (docs/run-directory.md).
+    [manifest_file] = (run / "graders").iterdir()
+    assert manifest_file.name.startswith("manifest-")
     transcript = (run / attempt["transcript"]).read_text()
-    grader_file = (folder / f"{attempt['trial']}.jsonl").read_text()
-    assert transcript.splitlines()[0] not in grader_file
-    manifest, results_list = grader_documents(folder / f"{attempt['trial']}.jsonl")
-    assert manifest is not None
+    manifest, results_list = _stored(run, key)
+    assert manifest is not None and manifest == load(manifest_file)
     results = {"schemaVersion": 2, "results": results_list}
     assert results["schemaVersion"] == 2 and manifest["schemaVersion"] == 2
     ids = [r["id"] for r in results["results"]]
@@ -62,12 +62,11 @@ def test_graders_write_one_file_per_trial_and_never_touch_the_transcript(tmp_pat
 def test_replay_cli_gives_the_grading_phase_results(tmp_path: Path) -> None:
     run = _run(tmp_path)
     attempt = load(run / "run.json")["attempts"][1]
-    grader_file = run / "graders" / attempt["variant"] / attempt["case"] / f"{attempt['trial']}.jsonl"
     result = CliRunner().invoke(main, ["graders", "run", str(run / attempt["transcript"]), "--json",
                                        "--config", str(tmp_path / "eval.yaml")])
     assert result.exit_code == 0, result.output
     replayed = json.loads(result.output)
-    _, stored = grader_documents(grader_file)
+    _, stored = _stored(run, (attempt["variant"], attempt["case"], attempt["trial"]))
     assert replayed["results"] == stored
 
 
@@ -94,30 +93,32 @@ def test_experiments_analyze_a_run(tmp_path: Path) -> None:
     assert arms["cand"]["decision"] == "inconclusive"  # identical arms: no difference to decide on
 
 
-def test_replay_with_a_trials_grader_file_as_config_keeps_disabled_graders_disabled(tmp_path: Path) -> None:
-    """The grader file holds the manifest its grading used: replaying with it gives the stored results."""
+def test_replay_with_the_runs_manifest_as_config_keeps_disabled_graders_disabled(tmp_path: Path) -> None:
+    """The manifest file the trial's record names is what its grading used: replaying with it
+    gives the stored results."""
     run = _run(tmp_path, graders={"loops": {"enabled": False}, "retries": {"threshold": 1}})
     attempt = load(run / "run.json")["attempts"][0]
-    grader_file = run / "graders" / attempt["variant"] / attempt["case"] / f"{attempt['trial']}.jsonl"
+    record = next(t for t in load(run / "results.json")["trials"]
+                  if (t["variant"], t["case"], t["trial"]) == (attempt["variant"], attempt["case"], attempt["trial"]))
     result = CliRunner().invoke(main, ["graders", "run", str(run / attempt["transcript"]), "--json",
-                                       "--config", str(grader_file)])
+                                       "--config", str(run / record["gradersPath"])])
     assert result.exit_code == 0, result.output
     replayed = json.loads(result.output)
-    manifest, stored = grader_documents(grader_file)
+    manifest, stored = _stored(run, (attempt["variant"], attempt["case"], attempt["trial"]))
     assert replayed["results"] == stored and replayed["manifest"] == manifest
     assert "loops" not in {r["id"] for r in stored}
 
 
 def test_a_regrade_writes_the_same_grader_files_and_graded_sessions(tmp_path: Path) -> None:
-    """Replay by regrading: every trial's grader file, and so its graded session, is byte for byte
-    the one the first grading wrote; the regrade stores no transcript copy either."""
+    """Replay by regrading: the grader manifest, and so every trial's graded session, is byte for
+    byte the one the first grading wrote; the regrade stores no transcript copy either."""
     run = _run(tmp_path, graders={"loops": {"enabled": False}})
     proc = run_cli("grade", str(run), "--runs-dir", "regrades", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     regraded = only_run(tmp_path / "regrades")
     first = {p.relative_to(run): p.read_bytes() for p in (run / "graders").rglob("*") if p.is_file()}
     again = {p.relative_to(regraded): p.read_bytes() for p in (regraded / "graders").rglob("*") if p.is_file()}
-    assert first == again and len(first) == len(load(run / "run.json")["attempts"])
+    assert first == again and len(first) == 1
     for a in load(run / "run.json")["attempts"]:
         key = (a["variant"], a["case"], a["trial"])
         assert graded_session(regraded, *key) == graded_session(run, *key)

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers import run_cli
+from tests.helpers import load, run_cli
 from tests.runners.runners_helpers import assert_same_files, collected_run, judged_eval, new_run, normalized_run
 
-from mst.runs.graded import grader_documents
+from mst.graders import documents_of
+from mst.runs.graded import graded_session
 
 # Loaded by every Python process started with this PYTHONPATH (the CLI and its shard workers):
 # each start of a custom grader's bounded process is logged with who started it.
@@ -62,9 +63,10 @@ def test_a_sharded_regrade_runs_no_grader_on_the_coordinator(tmp_path: Path) -> 
 
     files = normalized_run(sharded)
     assert_same_files(files, normalized_run(local))
-    graded = [k for k in files if k.startswith("graders/") and k.endswith(".jsonl")]
-    assert len(graded) == trials
-    _, results = grader_documents(sharded / graded[0])
+    [manifest] = [k for k in files if k.startswith("graders/")]
+    assert manifest.startswith("graders/manifest-")
+    key = next((t["variant"], t["case"], t["trial"]) for t in load(sharded / "results.json")["trials"])
+    _, results = documents_of(graded_session(sharded, *key))
     assert [r["value"] for r in results if r["id"] == "operational-value"] == [3.0]
 
 

@@ -213,3 +213,20 @@ def test_grade_of_a_url_that_names_no_run_is_refused(tmp_path: Path) -> None:
     done = run_cli("grade", f"file://{tmp_path}/store", cwd=tmp_path)
     assert done.returncode == 2
     assert "not a stored run: expected <store URL>/runs/<run id>" in done.stderr
+
+
+def test_the_grader_manifest_is_uploaded_and_a_fetched_run_reads_its_graded_sessions(finished_run: Path,
+                                                                                     tmp_path: Path) -> None:
+    """The trials' records name the run's one grader manifest: without it no graded session reads."""
+    from mst.runs.graded import graded_session
+
+    [manifest_file] = (finished_run / "graders").iterdir()
+    store = open_store(f"file://{tmp_path}/store")
+    upload_run(finished_run, store)
+    assert f"graders/{manifest_file.name}" in {f.path for f in read_manifest(store, finished_run.name).files}
+    fetched = fetch_run(store, finished_run.name, tmp_path / "elsewhere")
+    assert (fetched / "graders" / manifest_file.name).read_bytes() == manifest_file.read_bytes()
+    for trial in load(finished_run / "results.json")["trials"]:
+        key = (trial["variant"], trial["case"], trial["trial"])
+        session = graded_session(fetched, *key)
+        assert session == graded_session(finished_run, *key) and session[-1]["type"] == "grader.result"

@@ -9,7 +9,7 @@ stderr and exit status 2, as in every command (:mod:`mst.cli.handling`).
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +108,8 @@ def _graders_run(session: Path, config_path: Path | None, expected_path: Path | 
 
 
 def _config_document(path: Path) -> Any:
-    """A config file, or a trial's grader file (``.jsonl``): then the manifest its grading used."""
+    """A config file or a run's grader manifest (``graders/manifest-<digest>.json``), or an older run's
+    per-trial grader file (``.jsonl``): then the manifest its grading used."""
     if path.suffix != ".jsonl":
         return _load_document(path, "config")
     try:
@@ -193,24 +194,32 @@ def _variants(run_json: Any, path: Path) -> tuple[list[str], str]:
     return [str(i) for i in ids], baselines[0]
 
 
-def _observations(run_dir: Path) -> Iterator[Observation]:
-    """Each trial's grader results, from its grader file (``graders/<variant>/<case>/<trial>.jsonl``),
-    in sorted order; a run an older mst wrote has ``.../<trial>/grader_results.json`` instead."""
-    from mst.runs.graded import grader_documents, grader_files
+def _observations(run_dir: Path) -> tuple[list[Observation], dict[str, Any] | None]:
+    """Each trial's grader results, from the run's grading records (and the grader manifest
+    they name, or in runs an older mst wrote the trial's grader file or folder), in key order,
+    and the first trial's manifest. A run whose records name no grader files has only the oldest
+    folders (``.../<trial>/grader_results.json``), read as they are."""
+    from mst.runs.graded import graded_trials
 
-    for variant, case, trial, file in grader_files(run_dir):
-        try:
-            _, results = grader_documents(file)
-        except TranscriptError as exc:
-            raise UserError(str(exc)) from None
-        yield Observation(variant, case, trial, results)
+    observations: list[Observation] = []
+    first: dict[str, Any] | None = None
+    graded = (run_dir / "grading.jsonl").is_file() or (run_dir / "results.json").is_file()
+    try:
+        for variant, case, trial, manifest, results in graded_trials(run_dir) if graded else ():
+            first = first if first is not None else manifest
+            observations.append(Observation(variant, case, str(trial), results))
+    except TranscriptError as exc:
+        raise UserError(str(exc)) from None
+    if observations:
+        return observations, first
     for file in sorted((run_dir / "graders").glob("*/*/*/grader_results.json")):
         doc = _read_json(file)
         if not isinstance(doc, dict) or doc.get("schemaVersion") != 2 or not isinstance(doc.get("results"), list):
             raise UserError(f"{file} is not a schema-version-2 grader results file")
         folder = file.parent
         results = [r for r in doc["results"] if isinstance(r, dict)]
-        yield Observation(folder.parent.parent.name, folder.parent.name, folder.name, results)
+        observations.append(Observation(folder.parent.parent.name, folder.parent.name, folder.name, results))
+    return observations, None
 
 
 def _metric_ids(refs: Sequence[Any], present: set[str]) -> list[str]:
@@ -283,15 +292,11 @@ def _incomplete(run_dir: Path) -> set[tuple[str, str]]:
             for v, entry in (row.get("variants") or {}).items() if entry.get("status") == "incomplete"}
 
 
-def _bounds(run_dir: Path) -> dict[str, tuple[float | None, float | None]]:
-    """Each grader's declared (min, max), from the run's first grader manifest."""
-    from mst.runs.graded import grader_documents, grader_files
-
-    doc: Any = None
-    first = next(grader_files(run_dir), None)
-    if first is not None:
-        doc, _ = grader_documents(first[3])
-    else:
+def _bounds(run_dir: Path, manifest: dict[str, Any] | None) -> dict[str, tuple[float | None, float | None]]:
+    """Each grader's declared (min, max), from the run's first grader manifest (``manifest``, the
+    first trial's; in a run of the oldest format, its first ``grader_manifest.json``)."""
+    doc: Any = manifest
+    if doc is None:
         old = next(iter(sorted((run_dir / "graders").glob("*/*/*/grader_manifest.json"))), None)
         doc = _read_json(old) if old is not None else {}
     graders = doc.get("graders") if isinstance(doc, dict) else None
@@ -314,7 +319,7 @@ def experiments_analyze(run_dir: Path, as_json: bool, min_samples: int, metric_r
         raise UserError(f"{run_dir} is not a run directory (no run.json)")
     run_json = _read_json(run_json_path)
     variants, baseline = _variants(run_json, run_json_path)
-    observations = list(_observations(run_dir))
+    observations, manifest = _observations(run_dir)
     if not observations:
         raise UserError(f"no grader results under {run_dir / 'graders'}")
     present = {str(r.get("id")) for o in observations for r in o.results}
@@ -324,7 +329,7 @@ def experiments_analyze(run_dir: Path, as_json: bool, min_samples: int, metric_r
     metrics = _metric_ids(refs, present) if refs else _default_order(present)
     analysis = analyze_experiment(
         observations, variants=variants, baseline=baseline, metrics=metrics, min_samples=min_samples,
-        confidence=confidence, incomplete=_incomplete(run_dir), bounds=_bounds(run_dir),
+        confidence=confidence, incomplete=_incomplete(run_dir), bounds=_bounds(run_dir, manifest),
     )
     if as_json:
         _dump(analysis)

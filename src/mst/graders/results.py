@@ -9,6 +9,7 @@ broken computation must never read as a score.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -305,6 +306,131 @@ def run_custom_graders(
             result["diagnostics"] = list(outcome.diagnostics)
         results[grader_id] = result
     return results
+
+
+# ---------------------------------------------------------------------------------------------
+# A result as a trial's grading record keeps it (docs/graders.md, "Results")
+#
+# A run grades every trial with one manifest, written once (``graders/manifest-<digest>.json``).
+# Of each result the record keeps what the manifest does not imply: ``value``, ``status`` and,
+# when not empty, ``message`` and ``diagnostics``. The other fields (implementation, unit,
+# direction, threshold) are the manifest's, and ``thresholdOutcome`` follows from the status.
+# A result those rules would not rebuild exactly is kept whole, under ``result``: the graded
+# session read back always holds the results grading made.
+
+ENTRY_RESULT: Final = "result"
+
+
+def _manifest_templates(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each grader's :func:`result_template`, from its manifest entry (which has the same fields)."""
+    templates: dict[str, dict[str, Any]] = {}
+    for g in manifest.get("graders") or ():
+        if isinstance(g, Mapping) and isinstance(g.get("id"), str):
+            templates[g["id"]] = {
+                "id": g["id"], "implementation": g.get("implementation"), "value": None, "unit": g.get("unit"),
+                "direction": g.get("direction"), "status": STATUS_UNAVAILABLE, "threshold": g.get("threshold"),
+                "thresholdOutcome": None, "message": "",
+            }
+    return templates
+
+
+class _Templates:
+    """The templates of the manifest used last (a run reads and writes every trial with one; the
+    identity check makes another manifest derive its own), held as one tuple, as :class:`_Plan`."""
+
+    __slots__ = ("held",)
+
+    def __init__(self) -> None:
+        self.held: tuple[Mapping[str, Any] | None, dict[str, dict[str, Any]]] = (None, {})
+
+    def of(self, manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        held = self.held
+        if held[0] is not manifest:
+            held = self.held = (manifest, _manifest_templates(manifest))
+        return held[1]
+
+
+_TEMPLATES: Final = _Templates()
+
+
+# An entry as a trial's record holds it: (id, value, status, message, detail), ``detail`` None,
+# ``{"diagnostics": [...]}`` or ``{"result": {...}}`` (the layout of
+# :class:`mst.runs.grading_records.GraderValue`, which is made of it without a copy).
+Entry = tuple[Any, Any, Any, str, dict[str, Any] | None]
+_KEYS: Final = 9  # the fields of a result (:func:`result_template`), diagnostics aside
+
+
+def record_entry(manifest: Mapping[str, Any], result: Mapping[str, Any]) -> Entry:
+    """What a trial's record keeps of ``result``: its id, value, status, message and diagnostics
+    when ``manifest`` implies the rest exactly, otherwise the whole result under ``result``
+    (:func:`result_of_entry` is the inverse). See :func:`record_entries`."""
+    return record_entries(manifest, (result,))[0]
+
+
+def record_entries(manifest: Mapping[str, Any], results: Iterable[Mapping[str, Any]]) -> list[Entry]:
+    """:func:`record_entry` of each of a trial's results, in one loop (ten results per trial
+    graded: the test is a few comparisons per result, no call and, for a result without
+    diagnostics, no dict built)."""
+    templates, entries = _TEMPLATES.of(manifest), []
+    for result in results:
+        grader_id = result.get("id")
+        template = templates.get(grader_id)  # type: ignore[arg-type]
+        extra = len(result) - _KEYS
+        if template is not None and (extra == 0 or (extra == 1 and "diagnostics" in result)):
+            try:  # every field of the schema there (with the count: no other), each as implied
+                status, message, threshold = result["status"], result["message"], result["threshold"]
+                # The threshold of the same type too: 1 == 1.0, but the two encode differently.
+                if (message.__class__ is str and threshold == template["threshold"]
+                        and threshold.__class__ is template["threshold"].__class__
+                        and result["implementation"] == template["implementation"]
+                        and result["unit"] == template["unit"] and result["direction"] == template["direction"]
+                        and result["thresholdOutcome"] == (None if threshold is None else _OUTCOMES.get(status))):
+                    entries.append((grader_id, result["value"], status, message,
+                                    None if extra == 0 else {"diagnostics": result["diagnostics"]}))
+                    continue
+            except KeyError:
+                pass  # a field of the schema missing: kept whole
+        entries.append((grader_id, result.get("value"), result.get("status"), "", {ENTRY_RESULT: dict(result)}))
+    return entries
+
+
+_OUTCOMES: Final = {STATUS_PASS: THRESHOLD_MET, STATUS_FAIL: THRESHOLD_MISSED}
+
+
+def _outcome(threshold: Any, status: Any) -> str | None:
+    """The threshold outcome a status implies, for a grader with ``threshold`` (see :func:`make_result`)."""
+    return None if threshold is None else _OUTCOMES.get(status)
+
+
+def result_of_entry(manifest: Mapping[str, Any], grader_id: str, value: Any, status: Any, message: str,
+                    detail: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The full schema-v2 result a record's entry stands for (the inverse of :func:`record_entry`),
+    its fields in the schema's order. Raises ValueError when the manifest has no such grader."""
+    whole = detail.get(ENTRY_RESULT) if detail else None
+    if whole is not None:
+        return dict(whole)
+    template = _TEMPLATES.of(manifest).get(grader_id)
+    if template is None:
+        raise ValueError(f"grader {grader_id!r} is not in the grader manifest")
+    result = template.copy()
+    result["value"], result["status"], result["message"] = value, status, message
+    result["thresholdOutcome"] = _outcome(template["threshold"], status)
+    if detail and "diagnostics" in detail:
+        result["diagnostics"] = detail["diagnostics"]
+    return result
+
+
+def manifest_digest(manifest_json: bytes) -> str:
+    """The name a manifest is stored under (``manifest-<digest>.json``): its encoding's sha256,
+    16 hex digits. Content-addressed, so a resumed grading with other thresholds adds a second."""
+    return hashlib.sha256(manifest_json).hexdigest()[:16]
+
+
+def manifest_file_bytes(manifest: Mapping[str, Any]) -> bytes:
+    """A manifest file's bytes: indented, in the manifest's own key order (not sorted, as other
+    run files are), so that read back and encoded it gives the ``grader.manifest`` event's data
+    byte for byte."""
+    return orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def documents_of(events: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:

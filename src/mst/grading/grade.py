@@ -23,7 +23,6 @@ from mst.grading.judges import JUDGE_KINDS, CaseView, Preference, TrialView
 from mst.grading.sources import GradingSource, JudgeOutcome, PairOutcome
 from mst.runs.grading_records import (
     CaseComparison,
-    GraderOutput,
     GraderValue,
     GradingError,
     PairError,
@@ -95,32 +94,29 @@ def _judge_record(name: str, judge: ResolvedJudge, outcome: JudgeOutcome,
 
 
 def _graders(trial: TrialView, source: GradingSource, context: GradingContext,
-             errors: list[GradingError]) -> tuple[tuple[GraderValue, ...] | None, GraderOutput | None]:
-    """The deterministic graders over the (redacted) session, through the source."""
+             errors: list[GradingError]) -> tuple[GraderValue, ...] | None:
+    """The deterministic graders over the (redacted) session, through the source: each result
+    as the trial's record keeps it, against the run's manifest (docs/graders.md, "Results")."""
     config, manifest = context.graders, context.manifest
     if config is None or manifest is None:
-        return None, None
+        return None
     try:
         session = context.session(trial)
     except TranscriptError as exc:
         errors.append(GradingError("graders", "grader", None, str(exc)))
-        return None, None
+        return None
     outcome = source.graders(trial, config, session, manifest)
     if outcome.results is None:
         errors.append(GradingError("graders", "grader", None, outcome.error or "the graders gave no results"))
-        return None, None
-    from mst.graders.results import GraderRun
+        return None
+    from mst.graders.results import record_entries
 
-    results: list[dict[str, Any]] = []
-    values: list[GraderValue] = []
-    for r in outcome.results:  # one pass: each result's value for the record, its error if any
-        result = r if type(r) is dict else dict(r)
-        grader_id, status = result["id"], result["status"]
-        if status == "error":
-            errors.append(GradingError(f"grader:{grader_id}", "grader", None, result.get("message") or "grader error"))
-        results.append(result)
-        values.append(_new(GraderValue, (grader_id, result["value"], status)))
-    return tuple(values), GraderOutput(GraderRun(manifest, results, len(session), context.manifest_json))
+    results = outcome.results
+    for result in results:
+        if result["status"] == "error":
+            message = result.get("message") or "grader error"
+            errors.append(GradingError(f"grader:{result['id']}", "grader", None, message))
+    return tuple([_new(GraderValue, entry) for entry in record_entries(manifest, results)])
 
 
 def grade_trial(
@@ -139,9 +135,10 @@ def grade_trial(
     ``keep`` maps a judge's name to an earlier verdict; it is reused when its identity equals the
     judge's current one (``mst grade --resume``), so only judges without a valid verdict run.
     ``context`` is the run's grading context (its graders, its redactor); without one, no
-    deterministic grader runs. ``graders_path`` (where the caller writes the trial's grader file,
-    recorded only when graders ran) and ``try_number`` (the attempt's try) go into the record as
-    it is made: a run grades every trial once, and a copy per field costs as much as the record.
+    deterministic grader runs. ``graders_path`` (the run's grader manifest, which the caller
+    writes before any record names it; recorded only when graders ran) and ``try_number`` (the
+    attempt's try) go into the record as it is made: a run grades every trial once, and a copy
+    per field costs as much as the record.
     """
     _check_trial(trial, case)
     context = context or GradingContext()
@@ -169,9 +166,9 @@ def grade_trial(
         _judge_record(name, judge, outcome, verdicts, errors)
         if outcome.stream is not None:
             streams.append((name, outcome.stream))
-    values, output = _graders(trial, source, context, errors)
+    values = _graders(trial, source, context, errors)
     return TrialGrading(trial.variant, case.id, trial.trial, tuple(verdicts), tuple(errors), values,
-                        graders_path if output is not None else None, output, try_number, tuple(streams))
+                        graders_path if values is not None else None, try_number, tuple(streams))
 
 
 # ---------------------------------------------------------------------------------------------

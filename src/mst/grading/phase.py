@@ -20,7 +20,7 @@ from mst import endings
 from mst.config.errors import Problem, UserError
 from mst.config.resolved import ResolvedCase, ResolvedEval
 from mst.config.secrets import in_environment, judge_secret_names, only
-from mst.fileio import write_trial_file
+from mst.fileio import atomic_write_bytes, write_trial_file
 from mst.grading.context import GradingContext
 from mst.grading.grade import compare_pairwise, grade_trial
 from mst.grading.judge_access import using
@@ -190,7 +190,7 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
     ``source`` is where every verdict and grader result comes from: computed here by default, or
     recorded by a grade worker, or replayed from a shard's records (the coordinator's assembly),
     so all three run this same code. ``on_record`` sees each journaled record, as a grade worker
-    ships them. ``context`` carries the run's redactor: records and grader files are redacted.
+    ships them. ``context`` carries the run's redactor: records are redacted.
     ``chunks`` is given each record as stored and each transcript as grading read it (plain JSONL
     only), and told when a case is done: the report's chunks are written then, from bytes in hand
     (docs/report.md).
@@ -199,18 +199,17 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
     progress.start("grade", len(plan.trials) + len(plan.pairs))
     cases = {c.id: c for c in resolved.cases}  # resolved.case() scans: quadratic over a big run
 
-    root, keep, graded = run.root, plan.keep, context.manifest is not None
+    keep = plan.keep
+    manifest_rel = _write_grader_manifest(run.root, context) if len(plan.trials) else None
 
     def grade_one(key: Key, view: TrialView, attempt_try: int) -> tuple[TrialGrading, dict[str, Any], bytes | None]:
-        # The record is made with its final fields: the grader file's path (written below, before
-        # the record is journaled) and the attempt's try, since one collected again later is
+        # The record is made with its final fields: the grader manifest's path (written above,
+        # before any record names it) and the attempt's try, since one collected again later is
         # graded again (docs/run-directory.md).
         grading = grade_trial(view, cases[key[1]], source, keep=keep.get(key) if keep else None, context=context,
-                              graders_path=RunPaths.graders_rel(*key) if graded else None, try_number=attempt_try)
+                              graders_path=manifest_rel, try_number=attempt_try)
         for judge, stream in grading.streams:
             _write_stream(run, RunPaths.judge_stream_rel(judge, key[0], key[1], str(key[2])), stream, context)
-        if grading.output is not None:
-            _write_grader_files(root, grading)
         return (*_redacted(grading, context), view.take_plain() if chunks is not None else None)
 
     def jobs() -> Iterator[tuple[Key | tuple[str, str], Callable[[], tuple[Any, dict[str, Any], bytes | None]]]]:
@@ -372,7 +371,7 @@ def _pairwise_job(run: Run, resolved: ResolvedEval, candidate: str, case: Resolv
 
 
 def _write_stream(run: Run, rel: str, stream: bytes, context: GradingContext) -> None:
-    """A judge's own event stream, kept for audit; like grader files, written before its record."""
+    """A judge's own event stream, kept for audit; like the transcript, written before its record."""
     path = f"{run.root}/{rel}"
     os.makedirs(os.path.dirname(path), exist_ok=True)
     if context.redactor.active:
@@ -380,13 +379,21 @@ def _write_stream(run: Run, rel: str, stream: bytes, context: GradingContext) ->
     write_trial_file(path, stream)
 
 
-def _write_grader_files(root: str, grading: TrialGrading) -> None:
-    """The trial's one grader file (at its record's ``graders_path`` under the run's ``root``),
-    never its record: the ``grader.manifest`` and ``grader.result`` events that, read after the
-    transcript, make the graded session (docs/run-directory.md). Like the transcript, it precedes
-    the trial's journal line (see write_trial_file)."""
-    assert grading.output is not None and grading.graders_path is not None
-    write_trial_file(f"{root}/{grading.graders_path}", grading.output.run.events_jsonl())
+def _write_grader_manifest(root: str, context: GradingContext) -> str | None:
+    """The run's grader manifest, ``graders/manifest-<digest>.json`` (its path relative to
+    ``root``), or None when no grader runs. Written once per configuration, atomically, before
+    any trial's record names it: a record keeps only what the manifest does not imply, and the
+    graded session is rebuilt from both (docs/run-directory.md). Content-addressed, so a resumed
+    grading under other thresholds adds its own and the earlier trials keep theirs."""
+    if context.manifest is None:
+        return None
+    from mst.graders.results import manifest_digest, manifest_file_bytes
+
+    rel = RunPaths.grader_manifest_rel(manifest_digest(context.manifest_json))
+    path = f"{root}/{rel}"
+    if not os.path.exists(path):  # same name, same bytes: never rewritten
+        atomic_write_bytes(path, manifest_file_bytes(context.manifest), fsync=False)
+    return rel
 
 
 def grading_complete(run: Run, resolved: ResolvedEval, compared: Mapping[tuple[str, str], bool] | None = None) -> bool:

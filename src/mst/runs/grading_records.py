@@ -5,7 +5,9 @@ the way :mod:`mst.endings` keeps its closed set. ``to_json`` writes exactly the 
 ``grading.jsonl``, ``results.json`` and ``comparisons.json`` hold (docs/grading.md), so the
 files keep their format; ``from_json`` is the one place a stored record is decoded.
 
-* trial: ``{variant, case, trial, status, passed, verdicts, errors[, graders, gradersPath, try]}``
+* trial: ``{variant, case, trial, status, passed, verdicts, errors[, graders, gradersPath, try]}``;
+  ``gradersPath`` names the run's grader manifest the ``graders`` entries refer to (in runs an
+  older mst wrote, the trial's own grader file or folder)
 * comparison: ``{kind: "pairwise", case, candidate, baseline, judge, identity, pairs, wins,
   ties, losses, preference, errors[, tries]}``
 
@@ -18,10 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
-
-if TYPE_CHECKING:
-    from mst.graders.results import GraderRun
+from typing import Any, Literal, NamedTuple
 
 Side = Literal["candidate", "baseline", "tie"]
 Status = Literal["graded", "ungraded"]
@@ -110,22 +109,26 @@ class GradingError:
 
 
 class GraderValue(NamedTuple):
-    """One deterministic grader's value on a trial, as the trial's record lists it (the full
-    schema-v2 result is a ``grader.result`` event in the trial's grader file). A named tuple, as
+    """One deterministic grader's result on a trial, as the trial's record lists it: its value,
+    status and message, and in ``detail`` anything else the run's grader manifest does not imply
+    (``{"diagnostics": [...]}``, or ``{"result": {...}}``, the whole result, when the manifest
+    would not rebuild it: :func:`mst.graders.results.record_entry`). A named tuple, as
     :class:`VerdictRecord`: ten of them are decoded per trial."""
 
     id: str
     value: float | None
     status: str  # "pass" | "fail" | "unavailable" | "error"
+    message: str = ""  # stored only when not empty
+    detail: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "value": self.value, "status": self.status}
+        return _grader_entry(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GraderValue:
         try:
-            return _new(cls, (data["id"], data.get("value"), data["status"]))
-        except (KeyError, TypeError):
+            return _grader_value(data)
+        except (KeyError, TypeError, AttributeError):
             raise RecordError("a grader value needs 'id' and 'status'") from None
 
     @property
@@ -134,12 +137,27 @@ class GraderValue(NamedTuple):
         return self.status in MEASURED
 
 
-@dataclass(frozen=True, slots=True)
-class GraderOutput:
-    """What the deterministic graders of a grading just made leave for the trial's grader file:
-    the run (manifest and results), as events. Never stored in a record."""
+def _grader_entry(g: GraderValue) -> dict[str, Any]:
+    """``{id, value, status[, message][, diagnostics | result]}``, as a record stores it."""
+    entry: dict[str, Any] = {"id": g[0], "value": g[1], "status": g[2]}
+    if g[3]:
+        entry["message"] = g[3]
+    if g[4]:
+        entry.update(g[4])
+    return entry
 
-    run: GraderRun
+
+def _grader_value(data: Mapping[str, Any]) -> GraderValue:
+    """An entry as stored; anything but its id, value, status and message becomes ``detail``.
+    Records older than the message have three fields, today's usually four: read inline."""
+    n, message = len(data), data.get("message", "")
+    if n == 3 or (n == 4 and "message" in data):
+        return _new(GraderValue, (data["id"], data.get("value"), data["status"], message, None))
+    detail = {k: v for k, v in data.items() if k not in _ENTRY_KEYS} or None
+    return _new(GraderValue, (data["id"], data.get("value"), data["status"], message, detail))
+
+
+_ENTRY_KEYS = frozenset({"id", "value", "status", "message"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +170,7 @@ class TrialGrading:
     verdicts: tuple[VerdictRecord, ...] = ()
     errors: tuple[GradingError, ...] = ()
     graders: tuple[GraderValue, ...] | None = None  # None: no grader ran (none enabled, or no session)
-    graders_path: str | None = None
-    output: GraderOutput | None = field(default=None, compare=False, repr=False)
+    graders_path: str | None = None  # the grader manifest the entries of ``graders`` refer to
     try_number: int | None = None  # the attempt's try graded; None in records older than the field
     # The judges' own event streams made by this grading, (judge name, JSONL): written beside the
     # run (docs/run-directory.md, judges/), never in a record.
@@ -182,7 +199,7 @@ class TrialGrading:
             "errors": [e.to_json() for e in self.errors],
         }
         if self.graders is not None:
-            out["graders"] = [{"id": g[0], "value": g[1], "status": g[2]} for g in self.graders]
+            out["graders"] = [_grader_entry(g) for g in self.graders]
         if self.graders_path is not None:
             out["gradersPath"] = self.graders_path
         if self.try_number is not None:
@@ -202,9 +219,8 @@ class TrialGrading:
                 variant, case, trial,
                 tuple([verdict(v) for v in verdicts]) if verdicts else (),
                 tuple([GradingError.from_json(e) for e in errors]) if errors else (),
-                None if graders is None else tuple([_new(GraderValue, (g["id"], g.get("value"), g["status"]))
-                                                    for g in graders]),
-                data.get("gradersPath"), None, _optional_int(data.get("try")),
+                None if graders is None else tuple([_grader_value(g) for g in graders]),
+                data.get("gradersPath"), _optional_int(data.get("try")),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise RecordError(f"a trial grading record is malformed: {exc!r}") from None
@@ -386,7 +402,6 @@ def grading_from_json(data: Mapping[str, Any]) -> TrialGrading | CaseComparison:
 
 __all__ = [
     "CaseComparison",
-    "GraderOutput",
     "GraderValue",
     "GradingError",
     "PairError",

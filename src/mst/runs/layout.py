@@ -68,8 +68,14 @@ class RunPaths:
 
     @staticmethod
     def graders_rel(variant: str, case: str, trial: int) -> str:
-        """The trial's grader events: with its transcript, the graded session (docs/run-directory.md)."""
+        """A trial's grader events in runs an older mst wrote (docs/run-directory.md); grading now
+        writes none, only the run's :meth:`grader_manifest_rel`."""
         return f"graders/{variant}/{case}/{trial}.jsonl"
+
+    @staticmethod
+    def grader_manifest_rel(digest: str) -> str:
+        """The graders' manifest of one configuration, which trials' grading records name."""
+        return f"graders/manifest-{digest}.json"
 
     @staticmethod
     def judge_stream_rel(judge: str, variant: str, case: str, name: str) -> str:

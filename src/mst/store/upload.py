@@ -92,7 +92,7 @@ def _put_files(run_dir: Path, uploader: _Uploader, refs: dict[str, StoredFile], 
                 yield ref
                 continue
             same = packed.get(sha)
-            if same is not None and same.size == len(data):  # every trial's grader manifest: stored once
+            if same is not None and same.size == len(data):  # files of the same bytes (artifacts): stored once
                 yield same.model_copy(update={"path": rel})
                 continue
             member, pack = writer.add(rel, data, sha)
