@@ -52,3 +52,28 @@ def test_the_figures_are_those_of_the_cases_counted_one_by_one() -> None:
     assert abs(stats["passAtK"]["1"] - at_1) < 1e-12
     all_pass = sum(1.0 for c, n in complete if c == n) / len(complete)
     assert abs(stats["passHatK"]["3"] - all_pass) < 1e-12
+
+
+def test_row_values_follow_the_columns_added_after_a_row_was_read() -> None:
+    from mst.runs.compare import Columns
+
+    columns = Columns()
+    columns.add_case("a", {"passRate": 1.0, "grader:g": 0.5})
+    assert columns.row_values(0) == {"graders": {"g": 0.5}}
+    columns.add_case("b", {"passRate": None, "judge:j": 2.0, "grader:g": None})
+    assert columns.row_values(0) == {"graders": {"g": 0.5}}  # no judge value for case a
+    assert columns.row_values(1) == {"judges": {"j": 2.0}}
+    assert columns.means("grader:g") == [0.5] and columns.means("judge:j") == [] and columns.incomplete() == 1
+    assert Columns().means("passRate") == [] and Columns().incomplete() == 0
+
+
+def test_a_case_mean_of_one_trial_is_its_value_and_refuses_what_is_not_finite() -> None:
+    import pytest
+
+    from mst.runs.summary import _case_mean
+
+    assert _case_mean([0.1], "c") == 0.1 and _case_mean([None], "c") is None
+    assert _case_mean([0.1, 0.2, None], "c") == (0.1 + 0.2) / 2
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="c: values must be finite"):
+            _case_mean([bad], "c")

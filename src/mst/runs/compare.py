@@ -61,6 +61,7 @@ class Columns:
 
     case_ids: list[str] = field(default_factory=list)
     values: dict[str, array[float]] = field(default_factory=dict)
+    _rows: list[tuple[str, str, array[float]]] | None = field(default=None, repr=False, compare=False)
 
     def add_case(self, case_id: str, values: Mapping[str, float | None]) -> None:
         index = len(self.case_ids)
@@ -68,6 +69,7 @@ class Columns:
         for ref, value in values.items():
             if ref not in self.values:
                 self.values[ref] = array("d", [_NAN]) * index
+                self._rows = None
             self.values[ref].append(_NAN if value is None else float(value))
         for column in self.values.values():
             if len(column) == index:
@@ -83,16 +85,33 @@ class Columns:
 
     def means(self, ref: str) -> list[float]:
         """The case values of ``ref`` over complete cases: what a mean is taken over."""
-        return [v for i in range(len(self.case_ids)) if self.complete(i) and (v := self.value(ref, i)) is not None]
+        rates, column = self.values.get(PASS_RATE), self.values.get(ref)
+        if rates is None or column is None:
+            return []
+        isnan = math.isnan
+        return [v for rate, v in zip(rates, column, strict=True) if not (isnan(rate) or isnan(v))]
+
+    def incomplete(self) -> int:
+        """How many cases are incomplete (no pass rate)."""
+        rates = self.values.get(PASS_RATE)
+        return len(self.case_ids) if rates is None else sum(1 for rate in rates if math.isnan(rate))
 
     def row_values(self, index: int) -> dict[str, dict[str, float]]:
         """The case row's ``graders`` / ``judges`` maps (id → the case's mean), when present."""
         out: dict[str, dict[str, float]] = {}
-        for ref in self.values:
-            for prefix, key in _GROUPS:
-                if ref.startswith(prefix) and (v := self.value(ref, index)) is not None:
-                    out.setdefault(key, {})[ref[len(prefix):]] = v
+        if self._rows is None:
+            self._rows = self._row_columns()
+        for key, metric_id, column in self._rows:
+            v = column[index]
+            if v == v:  # not NaN
+                out.setdefault(key, {})[metric_id] = v
         return out
+
+    def _row_columns(self) -> list[tuple[str, str, array[float]]]:
+        """(row key, metric id, column) of the grader and judge columns, in column order: made
+        once (until a column is added), not a prefix test per column and case."""
+        return [(key, ref[len(prefix):], column) for ref, column in self.values.items()
+                for prefix, key in _GROUPS if ref.startswith(prefix)]
 
     def add_rows_entry(self, row: Mapping[str, Any], variant: str) -> None:
         """Add a summary.json case row's entry for ``variant`` (as :meth:`row_values` wrote it)."""
