@@ -25,7 +25,7 @@ import orjson
 
 from mst import fileio
 from mst.fileio import atomic_write_chunks
-from mst.report.trials import CASES_PER_CHUNK, ChunkStream, write_chunks
+from mst.report.trials import CASES_PER_CHUNK, CaseList, ChunkStream, write_chunks
 from mst.runs.record_files import read_record_file
 from mst.runs.run import Run, open_run
 from mst.runs.summary import Summary
@@ -189,7 +189,7 @@ def stream_chunks(run: Run, cases: Sequence[tuple[str, int]], variants: Sequence
     as ``(id, trials)`` in the eval's order, ``variants`` its variant ids) and named by the page
     :func:`write_report` then writes."""
     generation = secrets.token_hex(4)
-    return ChunkStream(run, cases, sorted(variants), run.paths.root / CHUNKS_DIR / generation)
+    return ChunkStream(run, CaseList(cases), sorted(variants), run.paths.root / CHUNKS_DIR / generation)
 
 
 def write_report(run: Run | Path, chunks: ChunkStream | None = None) -> Path:
