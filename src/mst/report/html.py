@@ -54,7 +54,8 @@ def _json(value: Any) -> bytes:
 class Matrix:
     """The case × variant matrix as columns: per variant a status string (one letter a case:
     ``p`` passed, ``f`` failed, ``i`` incomplete, ``-`` absent) and the pass rate, passed and
-    graded counts; the page sorts and filters these without building an object per cell.
+    graded counts; the page sorts and filters these without building an object per cell
+    (docs/report.md, "What the page holds").
 
     Each column is kept as the page's JSON bytes of its elements, each followed by a comma
     (issue 16: no list of objects per case, no second copy of the payload): a case costs the
