@@ -18,7 +18,7 @@ import pytest
 from tests.helpers import ROOT, load
 from tests.report.browser import Chromium, Page
 
-from mst.report.html import page_data, render_page
+from mst.report.html import PageData, render_page
 from mst.report.serve import start_viewer
 from mst.runs.record_files import read_record_file
 from mst.runs.summary import Summary
@@ -176,11 +176,11 @@ def big_report(source: Path, directory: Path, cases: int = 10_000, variants: int
                 cells[f"v{i}"] = {"status": status, "trials": 2, "graded": 2, "passed": passed, "passRate": passed / 2}
             yield {"id": f"case-{c:05d}", "trials": 2, "variants": cells}
 
-    data = page_data(Summary.from_json(head), head, rows(), "report/big")
+    page = PageData.of(Summary.from_json(head), head, rows(), "report/big")
     (directory / "report" / "big").mkdir(parents=True)
     (directory / "report" / "big" / "c0.js").write_bytes(
         b"mstChunk(" + orjson.dumps({"case-00000": {"trials": {"v0/0": TRIAL}, "pairs": {}}}) + b");")
-    (directory / "report.html").write_bytes(render_page(data))
+    (directory / "report.html").write_bytes(b"".join(render_page(page)))
     return directory / "report.html"
 
 

@@ -11,7 +11,8 @@ import orjson
 import pytest
 from tests.helpers import load, only_run, run_cli
 
-from mst.report.html import CHUNKS_DIR, write_report
+from mst import fileio
+from mst.report.html import CHUNKS_DIR, PageData, render_page, write_report
 from mst.report.trials import CUT_EVENT, ChunkPlan, list_artifacts, transcript_json
 from mst.runs.layout import RunPaths
 from mst.runs.record_files import read_record_file
@@ -53,6 +54,38 @@ def test_the_page_embeds_the_summary_the_terminal_prints(report_run: Path) -> No
         assert matrix["rate"][v] == [r["variants"][v]["passRate"] for r in rows]
         assert matrix["passed"][v] == [r["variants"][v]["passed"] for r in rows]
     assert "i" in matrix["status"]["base"]  # the case whose first trial needs a fix is incomplete
+
+
+def test_the_page_data_is_written_in_pieces_as_one_escaped_json_value(report_run: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # Pieces of 7 bytes: every column is cut many times, and a ``</`` inside a case id must
+    # still be escaped (it would end the data's script element early).
+    monkeypatch.setattr(fileio, "IO_BLOCK", 7)
+    head = read_record_file(report_run / "summary.json", "summary.json", "cases").head
+    summary = Summary.from_json(head)
+    rows = [{"id": "case-</script><b>", "trials": 2, "variants": {
+                "base": {"status": "passed", "passed": 2, "graded": 2, "passRate": 1.0},
+                "cand": {"status": "failed", "passed": 1, "graded": 2, "passRate": 0.5}}},
+            {"id": "plain", "trials": 3, "variants": {"base": {"status": "incomplete", "passed": 0, "graded": 0,
+                                                              "passRate": None}}},
+            {"id": "x</y", "variants": {"base": "not a cell", "cand": {"status": "odd", "passRate": 1 / 3}}}]
+    page = PageData.of(summary, head, iter(rows), "report/g")
+    shown = {**summary.to_json(), **({"judgeUsage": head["judgeUsage"]} if head.get("judgeUsage") else {})}
+    expected = {"schema": "mst.report/v1", "summary": shown, "matrix": {
+        "cases": ["case-</script><b>", "plain", "x</y"], "trials": [2, 3, 0], "variants": ["base", "cand"],
+        "status": {"base": "pi-", "cand": "f--"}, "rate": {"base": [1.0, None, None], "cand": [0.5, None, 1 / 3]},
+        "passed": {"base": [2, 0, 0], "cand": [1, 0, 0]}, "graded": {"base": [2, 0, 0], "cand": [2, 0, 0]}},
+        "chunks": {"path": "report/g", "casesPerChunk": 16}}
+    pieces = list(render_page(page))
+    columns = [p for p in pieces if isinstance(p, memoryview)]  # the columns' bytes, sliced
+    assert len(columns) > 10 and all(len(p) <= 7 for p in columns)
+    html = b"".join(pieces)
+    start = html.index(b'id="mst-data">') + len(b'id="mst-data">')
+    assert html[start:html.index(b"</script>")] == orjson.dumps(expected).replace(b"</", b"<\\/")
+    assert page.matrix.case_ids() == expected["matrix"]["cases"]  # type: ignore[index]
+    assert page.matrix.ordered  # no order was asked for
+    assert not PageData.of(summary, head, iter(rows), "g", order=iter(["case-</script><b>", "plain"])).matrix.ordered
+    assert PageData.of(summary, head, iter(rows), "g", order=iter(r["id"] for r in rows)).matrix.ordered
 
 
 def test_every_trial_is_in_its_chunk_with_its_evidence(report_run: Path) -> None:

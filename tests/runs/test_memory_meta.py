@@ -3,6 +3,7 @@ its case ids before grading, and decoding the whole list at once was that run's 
 
 from __future__ import annotations
 
+import random
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -96,3 +97,57 @@ def test_the_grading_read_back_shares_equal_judge_lists_and_compares_as_a_mappin
     assert read is not None and read == GradingMeta.from_json(grading.to_json())
     assert read.judges == judges and read.judges["c1"] is read.judges["c3"] and read.judges["c0"] is read.judges["c2"]
     assert meta.grading is not None and meta.grading.judges["c1"] is not read.judges["c1"]  # a fresh read each time
+
+
+def _random_json(rng: random.Random, depth: int = 0) -> Any:
+    roll = rng.random()
+    if depth > 3 or roll < 0.4:
+        return rng.choice([1, -2.5, None, True, False, "x", "é</", "", 10**18, -0.0, 1e-7, "a\nb"])
+    if roll < 0.7:
+        return [_random_json(rng, depth + 1) for _ in range(rng.choice([0, 1, 3, 70, 130]))]
+    keys = ["b", "a", "é", "Z", "aa", "\U0001f600", "a b"]
+    return {rng.choice(keys) + str(rng.randrange(200)): _random_json(rng, depth + 1)
+            for _ in range(rng.choice([0, 1, 5, 80]))}
+
+
+def test_a_packed_value_has_the_bytes_orjson_writes_one_level_down() -> None:
+    rng = random.Random(3)
+    for _ in range(150):
+        value = _random_json(rng)
+        expected = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).replace(b"\n", b"\n  ")
+        assert _Packed(value).raw == expected
+
+
+def test_packing_many_cases_holds_a_few_times_their_bytes() -> None:
+    # orjson's peak encoding 20,000 short sorted entries at once is ~15 times its output (and
+    # its output keeps that buffer): the run's peak before it graded (issue 16).
+    grading = {"runner": {"name": "local"}, "judges": {f"case-{i:06d}": [] for i in range(20_000)}}
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        packed = _Packed(grading)
+        peak = tracemalloc.get_traced_memory()[1] - base
+        held = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert held < 1.2 * len(packed.raw) + 1000, f"a packed part of {len(packed.raw)} bytes holds {held}"
+    assert peak < 4 * len(packed.raw), f"packing {len(packed.raw)} bytes held {peak} at its peak"
+
+
+def test_the_grading_a_meta_was_given_is_read_back_without_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mst.runs.meta import GradingMeta
+
+    grading = GradingMeta({"name": "local"}, "live", {"c0": ["a"], "c1": []}, "p", ("g",))
+    meta = RunMeta.from_json(_head([])).with_grading(grading)
+    on_disk = RunMeta.from_json(meta.to_json())  # as read back from run.json
+
+    def no_decode(self: _Packed) -> Any:
+        raise AssertionError("decoded")
+
+    monkeypatch.setattr(_Packed, "value", no_decode)
+    assert meta.grading is grading and meta.with_phases(grade="partial").grading is grading
+    monkeypatch.undo()
+    assert on_disk.grading == grading and on_disk.to_json()["grading"] == grading.to_json()
+    moved = meta.with_grading_runner({"name": "k8s"})
+    assert moved.grading is not None and moved.grading.runner == {"name": "k8s"}
+    assert moved.grading.judges == grading.judges

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, overload
 
 import orjson
 
@@ -59,6 +60,38 @@ def write_chunks(run: Run, case_ids: Sequence[str], folder: Path, plan: ChunkPla
 
 def _write_chunk(path: Path, body: bytes) -> None:
     path.write_bytes(b"mstChunk({" + body + b"});\n")
+
+
+class CaseList(Sequence[tuple[str, int]]):
+    """``(case id, trials)`` of a run's cases, in the eval's order, as a list of ids and an
+    array of trial counts: ~12 bytes a case where a list of tuples costs 64, held from grading
+    to the report (issue 16)."""
+
+    __slots__ = ("ids", "trials")
+
+    def __init__(self, cases: Iterable[tuple[str, int]] = ()) -> None:
+        self.ids: list[str] = []
+        self.trials = array("I")
+        for case, trials in cases:
+            self.ids.append(case)
+            self.trials.append(trials)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, int]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[str, int]]: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[str, int] | list[tuple[str, int]]:
+        if isinstance(index, slice):
+            return list(zip(self.ids[index], self.trials[index], strict=True))
+        return self.ids[index], self.trials[index]
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return zip(self.ids, self.trials, strict=True)
 
 
 @dataclass

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, overload
 
 from mst.runs.frozen import JsonView
 from mst.statistics import (
@@ -61,6 +61,7 @@ class Columns:
 
     case_ids: list[str] = field(default_factory=list)
     values: dict[str, array[float]] = field(default_factory=dict)
+    _rows: list[tuple[str, str, array[float]]] | None = field(default=None, repr=False, compare=False)
 
     def add_case(self, case_id: str, values: Mapping[str, float | None]) -> None:
         index = len(self.case_ids)
@@ -68,6 +69,7 @@ class Columns:
         for ref, value in values.items():
             if ref not in self.values:
                 self.values[ref] = array("d", [_NAN]) * index
+                self._rows = None
             self.values[ref].append(_NAN if value is None else float(value))
         for column in self.values.values():
             if len(column) == index:
@@ -83,16 +85,33 @@ class Columns:
 
     def means(self, ref: str) -> list[float]:
         """The case values of ``ref`` over complete cases: what a mean is taken over."""
-        return [v for i in range(len(self.case_ids)) if self.complete(i) and (v := self.value(ref, i)) is not None]
+        rates, column = self.values.get(PASS_RATE), self.values.get(ref)
+        if rates is None or column is None:
+            return []
+        isnan = math.isnan
+        return [v for rate, v in zip(rates, column, strict=True) if not (isnan(rate) or isnan(v))]
+
+    def incomplete(self) -> int:
+        """How many cases are incomplete (no pass rate)."""
+        rates = self.values.get(PASS_RATE)
+        return len(self.case_ids) if rates is None else sum(1 for rate in rates if math.isnan(rate))
 
     def row_values(self, index: int) -> dict[str, dict[str, float]]:
         """The case row's ``graders`` / ``judges`` maps (id → the case's mean), when present."""
         out: dict[str, dict[str, float]] = {}
-        for ref in self.values:
-            for prefix, key in _GROUPS:
-                if ref.startswith(prefix) and (v := self.value(ref, index)) is not None:
-                    out.setdefault(key, {})[ref[len(prefix):]] = v
+        if self._rows is None:
+            self._rows = self._row_columns()
+        for key, metric_id, column in self._rows:
+            v = column[index]
+            if v == v:  # not NaN
+                out.setdefault(key, {})[metric_id] = v
         return out
+
+    def _row_columns(self) -> list[tuple[str, str, array[float]]]:
+        """(row key, metric id, column) of the grader and judge columns, in column order: made
+        once (until a column is added), not a prefix test per column and case."""
+        return [(key, ref[len(prefix):], column) for ref, column in self.values.items()
+                for prefix, key in _GROUPS if ref.startswith(prefix)]
 
     def add_rows_entry(self, row: Mapping[str, Any], variant: str) -> None:
         """Add a summary.json case row's entry for ``variant`` (as :meth:`row_values` wrote it)."""
@@ -184,24 +203,76 @@ def metric_mean(columns: Columns, metric: Metric, confidence: float = CONFIDENCE
     return {**mean_of_cases(columns.means(metric.ref), confidence, metric.bounds), "weighting": "case"}
 
 
-def _pairs(candidate: Columns, baseline: Columns) -> tuple[list[tuple[int, int]], int, int]:
-    """(candidate index, baseline index) of the cases complete in both; how many cases both
-    have but one left incomplete; how many the candidate has that the baseline lacks."""
-    if candidate.case_ids == baseline.case_ids:
-        at: Mapping[str, int] | None = None
-    else:
-        at = {c: i for i, c in enumerate(baseline.case_ids)}
-    pairs: list[tuple[int, int]] = []
+class PairedValues(Sequence[tuple[float, float]]):
+    """One metric's (candidate, baseline) values of the paired cases, as
+    :func:`mst.statistics.difference_of_pairs` reads them, held in two float arrays: 16 bytes
+    a case, where a list of tuples costs ~110 (issue 16: 100,000 cases in one comparison)."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self) -> None:
+        self.a = array("d")
+        self.b = array("d")
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[float, float]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[float, float]]: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[float, float] | list[tuple[float, float]]:
+        if isinstance(index, slice):
+            return list(zip(self.a[index], self.b[index], strict=True))
+        return self.a[index], self.b[index]
+
+    def __iter__(self) -> Iterator[tuple[float, float]]:
+        return zip(self.a, self.b, strict=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pairs:
+    """The cases complete in both variants, as (candidate index, baseline index) in two integer
+    arrays; how many cases both have but one left incomplete; how many the candidate has that
+    the baseline lacks."""
+
+    mine: array[int]
+    theirs: array[int]
+    incomplete: int
+    unpaired: int
+
+    def values(self, candidate: array[float] | None, baseline: array[float] | None) -> PairedValues:
+        """A metric's values over the pairs where both sides have one (NaN is no value)."""
+        out = PairedValues()
+        if candidate is None or baseline is None:
+            return out
+        isnan, add_a, add_b = math.isnan, out.a.append, out.b.append
+        for i, j in zip(self.mine, self.theirs, strict=True):
+            a, b = candidate[i], baseline[j]
+            if not (isnan(a) or isnan(b)):
+                add_a(a)
+                add_b(b)
+        return out
+
+
+def _pairs(candidate: Columns, baseline: Columns) -> _Pairs:
+    """The cases of ``candidate`` paired with the baseline's by case id (by index when both have
+    the same cases in the same order, as a run's variants do)."""
+    at = None if candidate.case_ids == baseline.case_ids else {c: i for i, c in enumerate(baseline.case_ids)}
+    mine, theirs = array("q"), array("q")
     incomplete = unpaired = 0
     for i, case_id in enumerate(candidate.case_ids):
         j = i if at is None else at.get(case_id)
         if j is None:
             unpaired += 1
         elif candidate.complete(i) and baseline.complete(j):
-            pairs.append((i, j))
+            mine.append(i)
+            theirs.append(j)
         else:
             incomplete += 1
-    return pairs, incomplete, unpaired
+    return _Pairs(mine, theirs, incomplete, unpaired)
 
 
 def compare(candidate: Columns, baseline: Columns, metrics: Sequence[Metric], *,
@@ -214,11 +285,10 @@ def compare(candidate: Columns, baseline: Columns, metrics: Sequence[Metric], *,
     ``power`` for this many cases and the observed spread. A grader or judge metric with no
     paired value is left out; the pass rate is always there.
     """
-    pairs, incomplete, unpaired = _pairs(candidate, baseline)
+    pairs = _pairs(candidate, baseline)
     rows: dict[str, MetricComparison] = {}
     for metric in metrics:
-        values = [(a, b) for i, j in pairs if (a := candidate.value(metric.ref, i)) is not None
-                  and (b := baseline.value(metric.ref, j)) is not None]
+        values = pairs.values(candidate.values.get(metric.ref), baseline.values.get(metric.ref))
         if not values and metric.ref != PASS_RATE:
             continue
         diff = difference_of_pairs(values, confidence, metric.bounds)
@@ -227,4 +297,5 @@ def compare(candidate: Columns, baseline: Columns, metrics: Sequence[Metric], *,
             metric.direction, metric.bounds, diff["a"], diff["b"], diff["mean"], diff["low"], diff["high"],
             diff["p"], diff["se"], diff["cases"], decision, reason,
             minimum_detectable_effect(diff["sd"], diff["cases"], confidence, power))
-    return Comparison(confidence, min_cases, power, len(pairs), incomplete, unpaired, MappingProxyType(rows))
+    return Comparison(confidence, min_cases, power, len(pairs.mine), pairs.incomplete, pairs.unpaired,
+                      MappingProxyType(rows))

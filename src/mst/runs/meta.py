@@ -52,9 +52,12 @@ class GradingMeta:
     pairwise: str | None
     graders: tuple[str, ...]
 
-    def to_json(self) -> dict[str, Any]:
-        return {"runner": dict(self.runner), "source": self.source, "judges": {k: list(v) for k, v in
-                self.judges.items()}, "pairwise": self.pairwise, "graders": list(self.graders)}
+    def to_json(self, *, judges: bool = True) -> dict[str, Any]:
+        """As run.json's ``grading`` holds it (without ``judges`` when ``judges`` is false)."""
+        out: dict[str, Any] = {"runner": dict(self.runner), "source": self.source}
+        if judges:
+            out["judges"] = {k: list(v) for k, v in self.judges.items()}
+        return {**out, "pairwise": self.pairwise, "graders": list(self.graders)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GradingMeta:
@@ -90,10 +93,13 @@ def _copy(data: Mapping[str, Any]) -> dict[str, Any]:
 _PACKED: Final = frozenset({"cases", "grading"})
 
 
-def _pack(data: dict[str, Any]) -> dict[str, Any]:
-    for key in _PACKED & data.keys():
-        data[key] = _Packed(data[key])
-    return data
+def _packed_copy(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``data`` with its per-case parts packed: those are encoded straight from the
+    caller's values (their bytes are the copy), the rest copied as JSON. Packing a copy made
+    first held three forms of 100,000 cases at once, the peak of `mst run` before it collects
+    and again before it grades (issue 16)."""
+    small = _copy({k: v for k, v in data.items() if k not in _PACKED})
+    return {k: _Packed(v) if k in _PACKED else small[k] for k, v in data.items()}
 
 
 class _Packed:
@@ -105,9 +111,9 @@ class _Packed:
     __slots__ = ("raw",)
 
     def __init__(self, value: Any) -> None:
-        raw = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).replace(b"\n", b"\n  ")
-        self.raw = raw if len(raw) < 4096 else bytes(memoryview(raw))  # right-sized: orjson's
-        # output keeps the buffer it grew into (a megabyte for 5,000 cases' 155 KB)
+        out = bytearray()
+        _indented(value, 1, out)
+        self.raw = bytes(out)  # right-sized, and no orjson buffer kept (see _indented)
 
     def value(self) -> Any:
         return orjson.loads(self.raw)
@@ -134,6 +140,44 @@ class _Packed:
                 start = cut + 1  # past the comma
 
 
+_INDENT: Final = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+_WHOLE: Final = 64  # a list or dict of at most this many scalars is encoded by one orjson call
+
+
+def _indented(value: Any, level: int, out: bytearray) -> None:
+    """Append ``value`` as ``orjson.dumps(value, option=_INDENT)`` writes it, every line after
+    the first indented by ``level`` more steps of two spaces (a value ``level`` deep in a file).
+
+    A long list or dict is written an entry at a time: orjson's peak is ~15 times its output
+    for a dict of 100,000 short entries (it sorts them and grows its buffer), and its output
+    keeps that buffer. The layout is orjson's (and ``json.dumps(indent=2)``'s): an entry a
+    line, ``": "`` after a key, keys in code point order, ``[]`` and ``{}`` when empty."""
+    if _flat(value):
+        out += orjson.dumps(value, option=_INDENT).replace(b"\n", b"\n" + b"  " * level)
+        return
+    inner = b"\n" + b"  " * (level + 1)
+    if isinstance(value, dict):
+        out += b"{"
+        for i, key in enumerate(sorted(value)):
+            out += (b"," if i else b"") + inner + orjson.dumps(key) + b": "
+            _indented(value[key], level + 1, out)
+        out += b"\n" + b"  " * level + b"}"
+        return
+    out += b"["
+    for i, item in enumerate(value):
+        out += (b"," if i else b"") + inner
+        _indented(item, level + 1, out)
+    out += b"\n" + b"  " * level + b"]"
+
+
+def _flat(value: Any) -> bool:
+    """A scalar, or a short list or dict of scalars: one orjson call encodes it."""
+    if not isinstance(value, list | tuple | dict):
+        return True
+    return len(value) <= _WHOLE and not any(isinstance(v, list | tuple | dict)
+                                            for v in (value.values() if isinstance(value, dict) else value))
+
+
 _ELEMENT: Final = b",\n    "  # what separates two elements of a packed list (a top-level key's value)
 _LIST_END: Final = b"\n  ]"
 
@@ -155,11 +199,13 @@ def _unpacked(value: Any) -> Any:
 class RunMeta:
     """run.json without its attempts. Read by the properties; changed only by making a new one."""
 
-    __slots__ = ("_data",)
+    __slots__ = ("_data", "_grading")
     _data: dict[str, Any]
+    _grading: GradingMeta | None  # what ``grading`` was packed from, in this process (see with_grading)
 
     def __init__(self, data: Mapping[str, Any]) -> None:
-        object.__setattr__(self, "_data", _pack(_copy(data)))
+        object.__setattr__(self, "_data", _packed_copy(data))
+        object.__setattr__(self, "_grading", None)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"RunMeta is immutable; make a new one (with_phases, with_grading, ...), not {name}")
@@ -181,12 +227,13 @@ class RunMeta:
         small = {k: v for k, v in self._data.items() if not isinstance(v, _Packed)}
         return small, {k: v.raw for k, v in self._data.items() if isinstance(v, _Packed)}
 
-    def _with(self, **fields: Any) -> RunMeta:
+    def _with(self, grading_meta: GradingMeta | None = None, **fields: Any) -> RunMeta:
         # Shallow: the values kept are never handed out uncopied, so they are never changed.
         data = dict(self._data)
-        data.update(_pack(_copy(fields)))
+        data.update(_packed_copy(fields))
         made = RunMeta.__new__(RunMeta)
         object.__setattr__(made, "_data", data)
+        object.__setattr__(made, "_grading", grading_meta if "grading" in fields else self._grading)
         return made
 
     def __eq__(self, other: object) -> bool:
@@ -251,6 +298,11 @@ class RunMeta:
 
     @property
     def grading(self) -> GradingMeta | None:
+        """Decoded from the packed bytes, unless this meta packed them from a GradingMeta
+        itself (:meth:`with_grading`): `mst run` checks the judges right after recording them,
+        and decoding every case's judges again was that step's peak (issue 16)."""
+        if self._grading is not None:
+            return self._grading
         value = _unpacked(self._data.get("grading"))
         return GradingMeta._of_decoded(value) if value else None
 
@@ -265,7 +317,9 @@ class RunMeta:
         return self._with(phases=phases)
 
     def with_grading(self, grading: GradingMeta) -> RunMeta:
-        return self._with(grading=grading.to_json())
+        # Packed from the judges' own lists (a shallow dict of them): to_json's copy of every
+        # case's list would be encoded and dropped at once.
+        return self._with(grading, grading={**grading.to_json(judges=False), "judges": dict(grading.judges)})
 
     def with_grading_runner(self, runner: Mapping[str, Any]) -> RunMeta:
         grading = dict(_unpacked(self._data.get("grading")) or {})

@@ -24,6 +24,7 @@ from mst.runs.layout import COMPARISONS_SCHEMA, RESULTS_SCHEMA, SUMMARY_SCHEMA
 from mst.runs.record_files import write_record_file
 from mst.runs.run import Run
 from mst.statistics import CONFIDENCE, NO_BOUNDS, case_sum
+from mst.statistics.intervals import finite
 from mst.statistics.rates import (
     CasePassRule,
     CaseTrials,
@@ -315,6 +316,8 @@ def _complete_rate(trials: CaseTrials, rule: CasePassRule) -> float | None:
 
 
 def _case_mean(values: list[float | None], case_id: str) -> float | None:
+    if len(values) == 1:  # one trial: the value itself (fsum of one float is that float)
+        return None if values[0] is None else finite(values[0], case_id)
     summed = case_sum(values, case_id)
     return None if summed is None else summed[0] / summed[1]
 
@@ -323,7 +326,7 @@ def _grader_means(columns: Columns, used: Mapping[str, int], resolved: ResolvedE
                   confidence: float) -> dict[str, Any]:
     """Each grader's mean over the complete cases (equal weight per case), inside its declared
     range; ``n``, the trial values it rests on; how many incomplete cases were left out."""
-    left_out = sum(1 for i in range(len(columns.case_ids)) if not columns.complete(i))
+    left_out = columns.incomplete()
     return {m.ref[len("grader:"):]: {**metric_mean(columns, m, confidence), "n": used[m.ref],
                                      "excludedIncomplete": left_out}
             for m in sorted(metrics_of(columns, resolved), key=lambda m: m.ref) if m.ref.startswith("grader:")}

@@ -21,8 +21,10 @@ estimators and the sign test in :mod:`mst.statistics.paired`.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import truediv
 from typing import Any, Literal, Protocol
 
 from mst.statistics.intervals import CONFIDENCE, proportion_of_cases, wilson_interval
@@ -98,9 +100,20 @@ def pass_rate(counts: Iterable[tuple[int, int]], confidence: float = CONFIDENCE)
     figures are ``None`` without a case. ``method`` is ``wilson-effective``, ``wilson-cases`` or
     ``single-case`` (see :func:`mst.statistics.intervals.proportion_of_cases`).
     """
-    pairs = [(c, n) for c, n in counts if n > 0]
-    rate = proportion_of_cases([c / n for c, n in pairs], sum(n for _, n in pairs), confidence)
-    return {**rate, "weighting": "case", "cases": len(pairs), "trials": sum(n for _, n in pairs)}
+    passed, trials = array("q"), array("q")
+    for c, n in counts:
+        if n > 0:
+            passed.append(c)
+            trials.append(n)
+    return _pass_rate(passed, trials, confidence)
+
+
+def _pass_rate(passed: array[int], trials: array[int], confidence: float) -> dict[str, Any]:
+    """:func:`pass_rate` of cases given as two aligned arrays (no trial count 0): 16 bytes a
+    case, and 8 for its fraction, where tuples and a list of floats cost ~100 (issue 16)."""
+    total = sum(trials)
+    rate = proportion_of_cases(array("d", map(truediv, passed, trials)), total, confidence)
+    return {**rate, "weighting": "case", "cases": len(trials), "trials": total}
 
 
 def pass_at_k_curve(n: int, c: int, k_max: int) -> tuple[list[float], list[float]]:
@@ -159,25 +172,15 @@ def variant_stats(cases: Mapping[str, CaseTrials] | Sequence[CaseTrials], rule: 
     passHatK: {"1": …}}``. Each case's own row is :func:`case_row`, made when it is written.
     pass@k and pass^k average over complete cases for k = 1..(fewest trials of a complete case).
     """
-    complete: list[tuple[int, int]] = []
+    passed, trials = array("q"), array("q")  # of the complete cases, in case order
     counts = {"passed": 0, "failed": 0, "incomplete": 0}
     for ct in cases.values() if isinstance(cases, Mapping) else cases:  # by case id, or in case order
         status = case_status(ct.passes, ct.expected, rule)
         counts[status] += 1
         if status != "incomplete":
-            complete.append((sum(1 for p in ct.passes if p), len(ct.passes)))
-    at_k: dict[str, float] = {}
-    hat_k: dict[str, float] = {}
-    if complete:
-        k_max = min(n for _, n in complete)
-        sum_at, sum_hat = [0.0] * k_max, [0.0] * k_max
-        for c, n in complete:
-            at, hat = pass_at_k_curve(n, c, k_max)
-            for i in range(k_max):
-                sum_at[i] += at[i]
-                sum_hat[i] += hat[i]
-        at_k = {str(k + 1): sum_at[k] / len(complete) for k in range(k_max)}
-        hat_k = {str(k + 1): sum_hat[k] / len(complete) for k in range(k_max)}
+            passed.append(sum(1 for p in ct.passes if p))
+            trials.append(len(ct.passes))
+    at_k, hat_k = _pass_at_k_means(passed, trials)
     decided = counts["passed"] + counts["failed"]
     case_rate: dict[str, Any] = {"estimate": None, "low": None, "high": None, "cases": decided}
     if decided:
@@ -188,11 +191,33 @@ def variant_stats(cases: Mapping[str, CaseTrials] | Sequence[CaseTrials], rule: 
         case_rate.update(estimate=counts["passed"] / decided, low=low, high=high)
     return {
         "cases": {"total": len(cases), **counts},
-        "passRate": pass_rate(complete, confidence),
+        "passRate": _pass_rate(passed, trials, confidence),
         "casePassRate": case_rate,
         "passAtK": at_k,
         "passHatK": hat_k,
     }
+
+
+def _pass_at_k_means(passed: array[int], trials: array[int]) -> tuple[dict[str, float], dict[str, float]]:
+    """pass@k and pass^k averaged over the complete cases, for k = 1..(fewest trials of one).
+    The sums go in case order (as they always have, so the figures do not move); each distinct
+    (trials, passed) curve is computed once."""
+    if not trials:
+        return {}, {}
+    k_max = min(trials)
+    sum_at, sum_hat = [0.0] * k_max, [0.0] * k_max
+    curves: dict[tuple[int, int], tuple[list[float], list[float]]] = {}
+    for c, n in zip(passed, trials, strict=True):
+        curve = curves.get((n, c))
+        if curve is None:
+            curve = curves[(n, c)] = pass_at_k_curve(n, c, k_max)
+        at, hat = curve
+        for i in range(k_max):
+            sum_at[i] += at[i]
+            sum_hat[i] += hat[i]
+    cases = len(trials)
+    return ({str(k + 1): sum_at[k] / cases for k in range(k_max)},
+            {str(k + 1): sum_hat[k] / cases for k in range(k_max)})
 
 
 _SCORE: dict[str | None, float] = {"candidate": 1.0, "tie": 0.5, "baseline": 0.0}

@@ -1,0 +1,58 @@
+"""The summary's comparison of a candidate against the baseline holds little per case (issue 16).
+
+`compare` pairs the two variants' cases and gathers each metric's paired values: kept as index
+and float arrays, that is ~16 bytes a case for the pairs and ~16 a metric's values (the paired
+t analysis adds its differences); a list of index tuples and one of value tuples cost ~300.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import tracemalloc
+
+from mst.runs.compare import PASS_RATE_METRIC, Columns, Metric, PairedValues, compare
+
+# Bytes of peak traced memory per extra case while comparing two metrics: 312 with lists of
+# tuples, 66 with arrays (bench/perf16_memory.md, session 9).
+PER_CASE_LIMIT = 120
+
+
+def _columns(cases: int, seed: int) -> Columns:
+    rng = random.Random(seed)
+    columns = Columns()
+    for i in range(cases):
+        columns.add_case(f"case-{i:06d}", {"passRate": rng.choice([0.0, 0.5, 1.0, None]), "grader:x": rng.random()})
+    return columns
+
+
+def _peak(cases: int) -> int:
+    candidate, baseline = _columns(cases, 1), _columns(cases, 2)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        compare(candidate, baseline, [PASS_RATE_METRIC, Metric("grader:x")])
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_comparing_holds_a_few_bytes_per_case() -> None:
+    _peak(10)
+    small, big = _peak(2_000), _peak(20_000)
+    per_case = (big - small) / 18_000
+    assert per_case < PER_CASE_LIMIT, f"compare: {per_case:.0f} bytes per case"
+
+
+def test_paired_values_read_as_the_tuples_they_replace() -> None:
+    candidate, baseline = _columns(50, 1), _columns(50, 2)
+    row = compare(candidate, baseline, [PASS_RATE_METRIC, Metric("grader:x")]).metrics["grader:x"]
+    pairs = [(candidate.value("grader:x", i), baseline.value("grader:x", i)) for i in range(50)
+             if candidate.complete(i) and baseline.complete(i)]
+    assert row.cases == len(pairs) > 2
+    assert row.candidate == math.fsum(a for a, _ in pairs if a is not None) / len(pairs)
+    values = PairedValues()
+    values.a.extend([1.0, 2.0, 3.0])
+    values.b.extend([0.5, 0.25, 0.0])
+    assert list(values) == [(1.0, 0.5), (2.0, 0.25), (3.0, 0.0)] and len(values) == 3
+    assert values[1] == (2.0, 0.25) and values[1:] == [(2.0, 0.25), (3.0, 0.0)]
