@@ -100,3 +100,18 @@ def test_the_record_of_made_folders_stays_bounded(
         write_trial_file(f"{tmp_path}/t/v/c{case}/0.jsonl", b"x\n")
     assert len(fileio._MADE) <= 4
     assert all((tmp_path / f"t/v/c{case}/0.jsonl").exists() for case in range(10))
+
+
+def test_a_short_write_goes_on_to_the_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One ``os.write`` normally takes a trial file whole; one that takes part of it is continued."""
+    real_write = os.write
+    sizes: list[int] = []
+
+    def short(fd: int, data: Any) -> int:
+        sizes.append(len(data))
+        return real_write(fd, bytes(data)[:3])
+
+    monkeypatch.setattr(os, "write", short)
+    write_trial_file(f"{tmp_path}/t/v/c/0.jsonl", b"0123456789")
+    assert (tmp_path / "t/v/c/0.jsonl").read_bytes() == b"0123456789"
+    assert sizes == [10, 7, 4, 1]

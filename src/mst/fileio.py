@@ -160,10 +160,14 @@ def read_bytes(path: str | Path) -> bytes:
 
 
 def _write_all(fd: int, data: bytes | bytearray, path: str | Path) -> None:
-    """Write all of ``data``; an error names ``path`` (os.write's own errors name no file)."""
+    """Write all of ``data``; an error names ``path`` (os.write's own errors name no file).
+    One ``os.write`` takes a trial file whole; only a short write makes the view to go on."""
     try:
+        written = os.write(fd, data)
+        if written == len(data):
+            return
         with memoryview(data) as whole:
-            view = whole
+            view = whole[written:]
             while view:
                 view = view[os.write(fd, view):]
             del view
