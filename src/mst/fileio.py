@@ -101,10 +101,11 @@ def write_trial_file(path: str, data: bytes) -> None:
 # Folders this process made: a hint of which trial folders are new, never relied on (every
 # create still falls back to making the folder, and a folder made meanwhile is fine). The
 # parents (a run's ``transcripts/<variant>``) are few; the trial folders are one per case, so
-# that set is emptied when it grows past _MADE_MAX and memory stays flat.
+# that set is emptied when it grows past _MADE_MAX and memory stays flat. A case's trials are
+# written close together (collected case-major, graded case by case), so the recent ones do.
 _MADE_PARENTS: set[str] = set()
 _MADE: set[str] = set()
-_MADE_MAX = 4096
+_MADE_MAX = 256
 
 
 def _new_folder(path: str) -> None:
