@@ -11,7 +11,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -91,13 +91,15 @@ class ResolvedCase:
     def __init__(self, id: str, prompt: str, expected: Any, metadata: dict[str, Any], trials: int,
                  assertions: tuple[Assertion, ...], judges: tuple[ResolvedJudge, ...],
                  mock: dict[str, Any] | None = None) -> None:
-        put = object.__setattr__
-        put(self, "id", sys.intern(id))  # the same string as the run's keys and records hold
-        put(self, "trials", trials)
-        put(self, "assertions", assertions)
-        put(self, "judges", judges)
-        put(self, "mock", mock)
-        put(self, "_task", _packed_task(prompt, expected, metadata))
+        # Through the slots' own setters (_SET, below): ``object.__setattr__`` looks each name up
+        # first, and a big eval makes a hundred thousand of these.
+        set_id, set_trials, set_assertions, set_judges, set_mock, set_task = _SET
+        set_id(self, sys.intern(id))  # the same string as the run's keys and records hold
+        set_trials(self, trials)
+        set_assertions(self, assertions)
+        set_judges(self, judges)
+        set_mock(self, mock)
+        set_task(self, _packed_task(prompt, expected, metadata))
 
     def _unpacked(self) -> _Task:
         task = self._task
@@ -146,6 +148,10 @@ class ResolvedCase:
         prompt, expected, metadata = self._unpacked()
         return (f"ResolvedCase(id={self.id!r}, prompt={prompt!r}, expected={expected!r}, metadata={metadata!r}, "
                 f"trials={self.trials!r}, assertions={self.assertions!r}, judges={self.judges!r}, mock={self.mock!r})")
+
+
+_SET: Final = tuple(ResolvedCase.__dict__[name].__set__
+                    for name in ("id", "trials", "assertions", "judges", "mock", "_task"))
 
 
 @dataclass(frozen=True)
