@@ -123,7 +123,6 @@ class Collector:
         deadline_passed = False
         timer: asyncio.Timeout | None = None
         try:
-            when = asyncio.get_running_loop().time() + deadline
             running = self._client(variant).attempt(request)
             if not isinstance(running, types.CoroutineType):  # another awaitable, from a plugin
                 running = _awaited(running)
@@ -132,6 +131,10 @@ class Collector:
             except StopIteration as done:  # it never waited: no timer could have fired (see _resumed)
                 finished: AttemptOutcome = done.value
             else:
+                # The deadline counts from ``started``, on the loop's clock; the loop is looked up
+                # only here (each look-up is a getpid system call, per attempt).
+                loop_now = asyncio.get_running_loop().time()
+                when = loop_now + deadline - (time.monotonic() - started)
                 async with asyncio.timeout_at(when) as timer:
                     finished = await _resumed(running, waiting)
             outcome = finished

@@ -76,11 +76,18 @@ def write_trial_file(path: str, data: bytes) -> None:
     again, and no reader is pointed at it. A file that exists already (an attempt collected
     again, a trial graded again in place) is replaced atomically, because a journal line may
     point at it. No fsync, for the same reason as :func:`atomic_write_bytes`.
+
+    A trial's folder (``transcripts/<variant>/<case>/``, docs/run-directory.md) is new once per
+    case: when this process made its parent, the folder is made first (:func:`_new_folder`),
+    which saves the create that would fail and its exception (bench/perf16_percase.md).
     """
+    head = path.rpartition("/")[0]
+    if head not in _MADE and head.rpartition("/")[0] in _MADE_PARENTS:
+        _new_folder(head)
     try:
         fd = os.open(path, _CREATE_NEW, 0o666)
     except FileNotFoundError:
-        _make_dir(os.path.dirname(path) or ".")
+        _make_dir(head or ".")
         fd = os.open(path, _CREATE_NEW, 0o666)
     except FileExistsError:
         atomic_write_bytes(path, data, fsync=False)
@@ -91,17 +98,49 @@ def write_trial_file(path: str, data: bytes) -> None:
         os.close(fd)
 
 
+# Folders this process made: a hint of which trial folders are new, never relied on (every
+# create still falls back to making the folder, and a folder made meanwhile is fine). The
+# parents (a run's ``transcripts/<variant>``) are few; the trial folders are one per case, so
+# that set is emptied when it grows past _MADE_MAX and memory stays flat. A case's trials are
+# written close together (collected case-major, graded case by case), so the recent ones do.
+_MADE_PARENTS: set[str] = set()
+_MADE: set[str] = set()
+_MADE_MAX = 256
+
+
+def _new_folder(path: str) -> None:
+    """Make ``path``, a folder expected to be new; one that exists already (another process,
+    a deleted record of ours) is left for the create to use."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:  # its parent went (a run directory deleted): the create's fallback makes both
+        _MADE_PARENTS.discard(path.rpartition("/")[0])
+        return
+    _made(path)
+
+
+def _made(path: str) -> None:
+    if len(_MADE) >= _MADE_MAX:
+        _MADE.clear()
+    _MADE.add(path)
+
+
 def _make_dir(path: str) -> None:
     """``os.makedirs(path, exist_ok=True)`` that tries the one ``mkdir`` first: a trial file's
     folder is new once per case and its parent is there already, and ``makedirs`` would
-    ``stat`` the folder and its parent before making it."""
+    ``stat`` the folder and its parent before making it. When the parent had to be made too,
+    it is remembered: its other subfolders are new as well (:func:`write_trial_file`)."""
     try:
         os.mkdir(path)
     except FileNotFoundError:
         os.makedirs(path, exist_ok=True)
+        _MADE_PARENTS.add(os.path.dirname(path))
     except FileExistsError:
         if not os.path.isdir(path):  # a file where the folder goes: makedirs's own error
             raise
+    _made(path)
 
 
 def read_bytes(path: str | Path) -> bytes:
@@ -122,10 +161,14 @@ def read_bytes(path: str | Path) -> bytes:
 
 
 def _write_all(fd: int, data: bytes | bytearray, path: str | Path) -> None:
-    """Write all of ``data``; an error names ``path`` (os.write's own errors name no file)."""
+    """Write all of ``data``; an error names ``path`` (os.write's own errors name no file).
+    One ``os.write`` takes a trial file whole; only a short write makes the view to go on."""
     try:
+        written = os.write(fd, data)
+        if written == len(data):
+            return
         with memoryview(data) as whole:
-            view = whole
+            view = whole[written:]
             while view:
                 view = view[os.write(fd, view):]
             del view

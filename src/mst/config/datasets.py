@@ -32,6 +32,7 @@ def _read(path: Path | None) -> bytes:
 def load_jsonl(path: Path | None, options: dict[str, Any]) -> Iterator[RawCase]:
     """One case per line, each yielded as it is read (an eval may have tens of thousands)."""
     raw = _read(path)
+    at = f"{path}:"  # formatted once: a Path formats itself again each time
     for lineno, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
             continue
@@ -41,7 +42,7 @@ def load_jsonl(path: Path | None, options: dict[str, Any]) -> Iterator[RawCase]:
             raise UserError(Problem(str(path), f"not valid JSON ({exc.msg})", line=lineno)) from None
         if not isinstance(value, dict):
             raise UserError(Problem(str(path), "each line must be a JSON object (a case)", line=lineno))
-        yield value, f"{path}:{lineno}"
+        yield value, f"{at}{lineno}"
 
 
 def load_csv(path: Path | None, options: dict[str, Any]) -> list[RawCase]:

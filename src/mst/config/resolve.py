@@ -61,6 +61,9 @@ def _cases(config: EvalConfig, path: Path, base_dir: Path, problems: list[Proble
     resolved = []
     shared = _shared()
     judges_cache: dict[str, ResolvedJudge] = {}
+    # Most cases add no assertions or judges of their own: theirs are the eval's, made once.
+    eval_assertions = shared(tuple(config.assertions))
+    no_judges = shared(())
     for case, where in _case_configs(config, path, base_dir, problems):
         if case.id in seen:
             problems.append(Problem(str(path), f"case id {case.id!r} at {where} repeats the one at {seen[case.id]}"))
@@ -68,21 +71,32 @@ def _cases(config: EvalConfig, path: Path, base_dir: Path, problems: list[Proble
         seen[case.id] = where
         if case.mock:
             _check_mock(case.mock, where, problems)
-        judges = []
-        for j in [*config.judges, *case.judges]:
-            key = j.model_dump_json()
-            if key not in judges_cache:
-                r = _judge(j, base_dir, str(path), f"judge {j.id}", problems)
-                if r is None:
-                    continue
-                judges_cache[key] = r
-            judges.append(judges_cache[key])
+        own = case.assertions
+        assertions = shared(tuple([*config.assertions, *own])) if own else eval_assertions
+        judges = no_judges
+        if config.judges or case.judges:
+            judges = shared(_case_judges([*config.judges, *case.judges], judges_cache, base_dir, path, problems))
         resolved.append(ResolvedCase(
             id=case.id, prompt=case.prompt, expected=case.expected, metadata=case.metadata,
-            trials=case.trials or config.trials, assertions=shared(tuple([*config.assertions, *case.assertions])),
-            judges=shared(tuple(judges)), mock=case.mock,
+            trials=case.trials or config.trials, assertions=assertions, judges=judges, mock=case.mock,
         ))
     return resolved
+
+
+def _case_judges(configs: list[JudgeConfig], cache: dict[str, ResolvedJudge], base_dir: Path, path: Path,
+                 problems: list[Problem]) -> tuple[ResolvedJudge, ...]:
+    """A case's judges, each resolved once per definition (``cache``); one that fails to resolve
+    is a problem and left out."""
+    judges = []
+    for j in configs:
+        key = j.model_dump_json()
+        if key not in cache:
+            r = _judge(j, base_dir, str(path), f"judge {j.id}", problems)
+            if r is None:
+                continue
+            cache[key] = r
+        judges.append(cache[key])
+    return tuple(judges)
 
 
 def _case_configs(config: EvalConfig, path: Path, base_dir: Path, problems: list[Problem]
@@ -94,10 +108,10 @@ def _case_configs(config: EvalConfig, path: Path, base_dir: Path, problems: list
         ds_path = (base_dir / ds.path) if ds.path else None
         try:
             for item, where in load_dataset(ds_path, ds.format, ds.options):
-                file, _, line = where.rpartition(":")
                 try:
                     case = CaseConfig.model_validate(item)
                 except ValidationError as exc:
+                    file, _, line = where.rpartition(":")
                     for p in problems_from(exc, item, file or where):
                         problems.append(Problem(p.file, p.message, f"datasets[{i}] case {p.path}".rstrip(),
                                                 int(line) if line.isdigit() else None))

@@ -7,10 +7,11 @@ resumed grading can tell a verdict from the same judge from one by a changed jud
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -42,9 +43,23 @@ def _packed_task(prompt: str, expected: Any, metadata: dict[str, Any]) -> bytes 
         raw = orjson.dumps(task)
     except TypeError:
         return task
+    if prompt.__class__ is str and metadata.__class__ is dict and not metadata and _plain(expected):
+        # Most dataset rows: nothing that could read back otherwise, so no decode to compare
+        # (the round trip cost 3-4x the encoding; bench/perf16_percase.md).
+        return bytes(memoryview(raw))
     back = orjson.loads(raw)
     same = back == list(task) and _same_types(back, list(task))
     return bytes(memoryview(raw)) if same else task  # right-sized: orjson's output keeps spare room
+
+
+def _plain(value: Any) -> bool:
+    """A value JSON gives back as the very same value of the very same type."""
+    c = value.__class__
+    if c is str or c is bool or value is None:
+        return True
+    if c is int:
+        return bool(-(1 << 63) <= value < (1 << 64))  # orjson's range; larger ones fail to encode
+    return c is float and math.isfinite(value)  # nan and the infinities encode as null
 
 
 def _same_types(a: Any, b: Any) -> bool:
@@ -76,13 +91,15 @@ class ResolvedCase:
     def __init__(self, id: str, prompt: str, expected: Any, metadata: dict[str, Any], trials: int,
                  assertions: tuple[Assertion, ...], judges: tuple[ResolvedJudge, ...],
                  mock: dict[str, Any] | None = None) -> None:
-        put = object.__setattr__
-        put(self, "id", sys.intern(id))  # the same string as the run's keys and records hold
-        put(self, "trials", trials)
-        put(self, "assertions", assertions)
-        put(self, "judges", judges)
-        put(self, "mock", mock)
-        put(self, "_task", _packed_task(prompt, expected, metadata))
+        # Through the slots' own setters (_SET, below): ``object.__setattr__`` looks each name up
+        # first, and a big eval makes a hundred thousand of these.
+        set_id, set_trials, set_assertions, set_judges, set_mock, set_task = _SET
+        set_id(self, sys.intern(id))  # the same string as the run's keys and records hold
+        set_trials(self, trials)
+        set_assertions(self, assertions)
+        set_judges(self, judges)
+        set_mock(self, mock)
+        set_task(self, _packed_task(prompt, expected, metadata))
 
     def _unpacked(self) -> _Task:
         task = self._task
@@ -131,6 +148,10 @@ class ResolvedCase:
         prompt, expected, metadata = self._unpacked()
         return (f"ResolvedCase(id={self.id!r}, prompt={prompt!r}, expected={expected!r}, metadata={metadata!r}, "
                 f"trials={self.trials!r}, assertions={self.assertions!r}, judges={self.judges!r}, mock={self.mock!r})")
+
+
+_SET: Final = tuple(ResolvedCase.__dict__[name].__set__
+                    for name in ("id", "trials", "assertions", "judges", "mock", "_task"))
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,13 @@ to and from its SDK and decides its own failures *at the point of failure* (docs
 - a response the client cannot use (malformed tool-call arguments) → :class:`ModelOutputError`,
   which the loop ends as a ``client-error`` trial.
 
-Requests and responses are frozen slotted dataclasses: the harness budget is 1 ms per attempt, so
-nothing here validates at runtime.
+Requests and responses are slotted dataclasses: the harness budget is 1 ms per attempt, so
+nothing here validates at runtime. The ones made for every attempt or request
+(:class:`AttemptContext`, :class:`ModelRequest`, :class:`ModelResponse`) are not ``frozen``: a
+frozen dataclass sets each field through ``object.__setattr__``, which made an
+:class:`AttemptContext` cost ~4 µs instead of ~1 µs (bench/perf16_percase.md). They are still
+values: nothing changes one after it is made (a provider must not), and nothing hashes them
+(a context or a request holds a mapping or a list, so neither was hashable anyway).
 """
 
 from __future__ import annotations
@@ -91,7 +96,7 @@ class ToolResult:
 Message = UserMessage | AssistantMessage | ToolResult
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ModelRequest:
     """One call to the model. ``request_index`` counts from 0 within the attempt."""
 
@@ -112,7 +117,7 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ModelResponse:
     """The model's next step. No tool calls means ``text`` is the final answer.
 
@@ -126,7 +131,7 @@ class ModelResponse:
     stop_reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AttemptContext:
     """What a provider may know about the attempt it serves.
 
