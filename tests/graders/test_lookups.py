@@ -244,11 +244,12 @@ def test_a_call_mst_rejected_is_marked_and_never_reached_a_server() -> None:
         ("read", False, True), ("nope", True, False), ("task", True, False)]
 
 
-def test_uninterpreted_mcp_types_count_past_the_kept_type_flags() -> None:
+def test_uninterpreted_mcp_types_count_past_the_kept_type_flags(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whether a type is an uninterpreted ``mcp.*`` one is kept per type for the next sessions,
     up to a bound; types beyond it are still counted, and the bound holds."""
     from mst.session.lookups import build
 
+    monkeypatch.setattr(build, "_OTHER_MCP", {})  # the process's own flags stay as they were
     kept = build._OTHER_MCP_KEPT
     session = [ev(f"mcp.made_up_{n}", {"attempt": 2}) for n in range(kept + 50)]
     session += [ev("mcp.retry"), ev("user.message"), ev("mcp.other", phase="judge")]
