@@ -125,10 +125,10 @@ class _Pass:
         session, gateway, usage = self.session, self.gateway, self.usage
         _other_mcp_events(session, by_type, gateway)
         calls, dropped = _deduplicate(self.slots, gateway.indices)
-        # SessionLookups(size, by_type, tool_calls, gateway_duplicates, execution, completed,
-        # mcp_events, retry_observations), without the named tuple's Python-level __new__
-        return _new_tuple(SessionLookups, (len(session), by_type, calls, dropped, usage.stats(session),  # type: ignore[no-any-return]
-                                           usage.completed, gateway.mcp_events, gateway.retries))
+        # SessionLookups' fields in order, without the named tuple's Python-level __new__
+        fields = (len(session), by_type, calls, dropped, usage.stats(session), usage.completed, gateway.mcp_events,
+                  gateway.retries)  # fmt: skip
+        return _new_tuple(SessionLookups, fields)  # type: ignore[no-any-return]
 
 
 def _other_mcp_events(session: Sequence[Any], by_type: Mapping[str, tuple[int, ...]], gateway: _Gateway) -> None:
