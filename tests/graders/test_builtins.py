@@ -206,3 +206,45 @@ def test_default_threshold_on_success_rate() -> None:
     assert (r["threshold"], r["thresholdOutcome"], r["status"]) == (0.9, "missed", "fail")
     ok = grade([*call("1", "a"), result()])["tool-success-rate"]
     assert (ok["thresholdOutcome"], ok["status"]) == ("met", "pass")
+
+
+def test_every_message_of_a_trial_without_tool_calls_is_pinned() -> None:
+    """The measurements most trials get (no tool call, one model request), some of them made once
+    and shared: each message, value and status exactly, for a completed session and twice over
+    (a shared measurement must not carry anything from the trial graded before)."""
+    completed = [ev("user.message"), request(10, 2), result(duration=5)]
+    incomplete = [ev("user.message")]
+    for _ in range(2):
+        done_, open_ = grade(completed), grade(incomplete)
+        assert {k: (r["value"], r["status"], r["message"]) for k, r in done_.items()} == {
+            "tool-success-rate": (None, "unavailable", "no tool calls: a success rate over zero calls is undefined"),
+            "tool-failure-count": (0.0, "pass", "no tool calls in a completed session: 0 failures"),
+            "retries": (None, "unavailable", "no main-agent MCP events: retries cannot be observed"),
+            "loops": (0.0, "pass", "no tool calls in a completed session: 0 loops"),
+            "trajectory-efficiency": (None, "unavailable", "no tool calls: efficiency over zero calls is undefined"),
+            "execution-step-count": (1.0, "pass", "1 model requests (from model.request)"),
+            "execution-duration": (5.0, "pass", "5 ms (from session.result)"),
+            "working-set-rebuild-factor": (1.0, "pass", "10 input tokens over 1 requests, peak 10"),
+            "context-growth": (1.0, "pass", "12 tokens over 1 requests, first 12"),
+            "artifact-production": (0.0, "pass", "0 safe-output results"),
+        }
+        assert {k: r["message"] for k, r in open_.items() if r["status"] == "unavailable"} == {
+            "tool-success-rate": "no tool calls: a success rate over zero calls is undefined",
+            "tool-failure-count": "no tool calls and no completion record: cannot tell whether calls happened",
+            "retries": "no main-agent MCP events: retries cannot be observed",
+            "loops": "no tool calls and no completion record: cannot tell whether calls happened",
+            "trajectory-efficiency": "no tool calls: efficiency over zero calls is undefined",
+            "execution-step-count": "no model-request records or request counts for the main agent",
+            "execution-duration": "no recorded duration or timestamps for the main agent",
+            "working-set-rebuild-factor": "no per-request token evidence for the main agent",
+            "context-growth": "no per-request token evidence for the main agent",
+            "artifact-production": "no safe-output evidence and no completion record",
+        }
+
+
+def test_working_set_factor_sums_and_peaks_in_any_order() -> None:
+    session = [request(30, 1), request(100, 1), request(0, 1), request(70, 1), result()]
+    r = grade(session)["working-set-rebuild-factor"]
+    assert (r["value"], r["message"]) == (2.0, "200 input tokens over 4 requests, peak 100")
+    r = grade([request(0, 1), request(0, 2), result()])["working-set-rebuild-factor"]
+    assert (r["status"], r["message"]) == ("unavailable", "peak input tokens is 0: the factor has no scale")

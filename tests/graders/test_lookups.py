@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from gsession import call, done, ev, request, result, rpc, start
 
@@ -21,8 +19,10 @@ def test_index_by_type_holds_positions_in_order() -> None:
 
 def test_lookups_are_read_only() -> None:
     lk = create_session_lookups([ev("user.message")])
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):  # named tuples, like the records they hold
         lk.completed = True  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        lk.execution.duration_ms = 1.0  # type: ignore[misc]
     with pytest.raises(TypeError):
         lk.by_type["x"] = ()  # type: ignore[index]
 
@@ -242,3 +242,31 @@ def test_a_call_mst_rejected_is_marked_and_never_reached_a_server() -> None:
     calls = create_session_lookups(session).tool_calls
     assert [(c.name, c.rejected, c.reached_server) for c in calls] == [
         ("read", False, True), ("nope", True, False), ("task", True, False)]
+
+
+def test_uninterpreted_mcp_types_count_past_the_kept_type_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether a type is an uninterpreted ``mcp.*`` one is kept per type for the next sessions,
+    up to a bound; types beyond it are still counted, and the bound holds."""
+    from mst.session.lookups import build
+
+    monkeypatch.setattr(build, "_OTHER_MCP", {})  # the process's own flags stay as they were
+    kept = build._OTHER_MCP_KEPT
+    session = [ev(f"mcp.made_up_{n}", {"attempt": 2}) for n in range(kept + 50)]
+    session += [ev("mcp.retry"), ev("user.message"), ev("mcp.other", phase="judge")]
+    for _ in range(2):  # the second time from the kept flags (those there are)
+        lk = create_session_lookups(session)
+        assert (lk.mcp_events, lk.retry_observations) == (kept + 51, kept + 51)
+        assert len(build._OTHER_MCP) <= kept
+
+
+def test_lookups_as_script_data_keep_their_shape() -> None:
+    """Custom graders get the lookups as camelCase data (named tuples, like the records)."""
+    from mst.graders.custom.js import lookups_data
+
+    lk = create_session_lookups([request(3, 4), *call("1", "a", {"k": 1}), result(duration=7)])
+    data = lookups_data(lk)
+    keys = "size byType toolCalls gatewayDuplicates execution completed mcpEvents retryObservations"
+    assert list(data) == keys.split()
+    assert data["execution"]["durationMs"] == 7.0 and data["execution"]["requestCount"] == 1
+    assert data["execution"]["requests"][0]["usage"]["input"] == 3
+    assert data["toolCalls"][0]["name"] == "a" and data["byType"]["model.request"] == (0,)

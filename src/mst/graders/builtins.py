@@ -13,11 +13,10 @@ from the one the metric defines.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import cast
+from typing import Any, Final
 
 from mst.graders.base import BuiltinGrader, GraderInput, Measurement, measured, unavailable
-from mst.session.lookups import SAFE_OUTPUT_RESULT, ModelRequest, SessionLookups
+from mst.session.lookups import SAFE_OUTPUT_RESULT, SessionLookups
 
 
 def _calls_note(lookups: SessionLookups) -> str:
@@ -26,11 +25,29 @@ def _calls_note(lookups: SessionLookups) -> str:
     return ""
 
 
-def _no_calls(lookups: SessionLookups, counted: str) -> Measurement:
-    """Zero calls is an observed 0 only when the agent's stream is known to be complete."""
-    if lookups.completed:
-        return measured(0, f"no tool calls in a completed session: 0 {counted}")
-    return unavailable("no tool calls and no completion record: cannot tell whether calls happened")
+# Measurements that depend on nothing but the case they describe are made once (they are
+# immutable): most trials make no tool call, and making the same measurement again for every
+# trial was a third of the defaults' computation (docs/graders.md, "Defaults").
+_CALLS_UNKNOWN: Final = unavailable("no tool calls and no completion record: cannot tell whether calls happened")
+
+
+def _zero_calls(counted: str) -> Measurement:
+    return measured(0, f"no tool calls in a completed session: 0 {counted}")
+
+
+def _no_calls(lookups: SessionLookups, zero: Measurement) -> Measurement:
+    """Zero calls is an observed 0 (``zero``, see :func:`_zero_calls`) only when the agent's
+    stream is known to be complete."""
+    return zero if lookups.completed else _CALLS_UNKNOWN
+
+
+_NO_FAILURES: Final = _zero_calls("failures")
+_NO_LOOPS: Final = _zero_calls("loops")
+_NO_RATE: Final = unavailable("no tool calls: a success rate over zero calls is undefined")
+_NO_EFFICIENCY: Final = unavailable("no tool calls: efficiency over zero calls is undefined")
+_NO_MCP: Final = unavailable("no main-agent MCP events: retries cannot be observed")
+_NO_STEPS: Final = unavailable("no model-request records or request counts for the main agent")
+_NO_DURATION: Final = unavailable("no recorded duration or timestamps for the main agent")
 
 
 def tool_success_rate(inp: GraderInput) -> Measurement:
@@ -39,7 +56,7 @@ def tool_success_rate(inp: GraderInput) -> Measurement:
     unavailable: 0/0 is not 100%."""
     calls = inp.lookups.tool_calls
     if not calls:
-        return unavailable("no tool calls: a success rate over zero calls is undefined")
+        return _NO_RATE
     ok = sum(1 for c in calls if c.success)
     return measured(ok / len(calls), f"{ok} of {len(calls)} tool calls succeeded{_calls_note(inp.lookups)}")
 
@@ -48,7 +65,7 @@ def tool_failure_count(inp: GraderInput) -> Measurement:
     """Failed plus unfinished calls, after native-over-gateway deduplication."""
     calls = inp.lookups.tool_calls
     if not calls:
-        return _no_calls(inp.lookups, "failures")
+        return _no_calls(inp.lookups, _NO_FAILURES)
     unfinished = sum(1 for c in calls if not c.finished)
     failed = sum(1 for c in calls if c.finished and not c.success)
     msg = f"{failed} failed and {unfinished} unfinished of {len(calls)} tool calls{_calls_note(inp.lookups)}"
@@ -59,9 +76,11 @@ def retries(inp: GraderInput) -> Measurement:
     """Retry observations in main-agent ``mcp.*`` events, counted by the lookups pass (what counts
     as one is defined by :func:`mst.session.lookups.is_retry`). Without any main-agent MCP event
     the gateway was not observing, so 0 would be a guess: unavailable."""
-    seen, found = inp.lookups.mcp_events, inp.lookups.retry_observations
+    lookups = inp.lookups
+    seen = lookups.mcp_events
     if seen == 0:
-        return unavailable("no main-agent MCP events: retries cannot be observed")
+        return _NO_MCP
+    found = lookups.retry_observations
     return measured(found, f"{found} retry observations in {seen} main-agent MCP events")
 
 
@@ -71,7 +90,7 @@ def loops(inp: GraderInput) -> Measurement:
     and one agent repeating another's call is not a loop."""
     calls = inp.lookups.tool_calls
     if not calls:
-        return _no_calls(inp.lookups, "loops")
+        return _no_calls(inp.lookups, _NO_LOOPS)
     last: dict[str | None, tuple[str, str]] = {}
     count = 0
     for call in calls:
@@ -86,7 +105,7 @@ def trajectory_efficiency(inp: GraderInput) -> Measurement:
     """Distinct tool names / calls; zero calls → unavailable (the ratio is undefined)."""
     calls = inp.lookups.tool_calls
     if not calls:
-        return unavailable("no tool calls: efficiency over zero calls is undefined")
+        return _NO_EFFICIENCY
     distinct = len({c.name for c in calls})
     return measured(distinct / len(calls), f"{distinct} distinct tools over {len(calls)} calls")
 
@@ -96,7 +115,7 @@ def execution_step_count(inp: GraderInput) -> Measurement:
     stats = inp.lookups.execution
     count = stats.request_count
     if count is None:
-        return unavailable("no model-request records or request counts for the main agent")
+        return _NO_STEPS
     source = stats.request_source or stats.aggregate_source
     return measured(count, f"{count} model requests (from {source})")
 
@@ -105,49 +124,48 @@ def execution_duration(inp: GraderInput) -> Measurement:
     """Observed main-agent duration in ms: an explicit ``durationMs`` on the agent's result, else
     the span of its timestamps; never a clock reading taken while grading."""
     stats = inp.lookups.execution
-    if stats.duration_ms is None:
-        return unavailable("no recorded duration or timestamps for the main agent")
-    return measured(stats.duration_ms, f"{stats.duration_ms:g} ms (from {stats.duration_source})")
+    duration = stats.duration_ms
+    if duration is None:
+        return _NO_DURATION
+    return measured(duration, f"{duration:g} ms (from {stats.duration_source})")
 
 
-def _input_tokens(req: ModelRequest) -> int | None:
-    return req.usage.input
+_NO_REQUESTS: Final = unavailable("no per-request token evidence for the main agent")
 
 
-def _total_tokens(req: ModelRequest) -> int | None:
-    return req.usage.tokens
-
-
-TokenGetter = Callable[[ModelRequest], int | None]
-
-
-def _per_request(inp: GraderInput, kind: str, get: TokenGetter) -> list[int] | Measurement:
-    """Per-request token counts of one kind, or the reason they cannot be used."""
-    requests = inp.lookups.execution.requests
-    if not requests:
-        return unavailable("no per-request token evidence for the main agent")
-    values = [get(r) for r in requests]
+def _counts(values: list[Any], kind: str) -> list[int] | Measurement:
+    """Per-request token counts of one kind (``values``, one per request, None where a request
+    lacks it), or the reason they cannot be used."""
     if None in values:  # one scan in C; the count only for the message
-        return unavailable(f"{values.count(None)} of {len(requests)} model requests lack {kind} token counts")
-    return cast("list[int]", values)
+        return unavailable(f"{values.count(None)} of {len(values)} model requests lack {kind} token counts")
+    return values
 
 
 def working_set_rebuild_factor(inp: GraderInput) -> Measurement:
     """Σ per-request input tokens / the largest single one: how many times the agent re-sent its
     working set. A peak of 0 gives no scale, so the factor is unavailable rather than infinite."""
-    values = _per_request(inp, "input", _input_tokens)
+    requests = inp.lookups.execution.requests
+    if not requests:
+        return _NO_REQUESTS
+    values = _counts([r.usage.input for r in requests], "input")
     if isinstance(values, Measurement):
         return values
-    peak = max(values)
+    total = peak = 0
+    for value in values:  # sum and peak in one pass (counts are never negative)
+        total += value
+        if value > peak:
+            peak = value
     if peak == 0:
         return unavailable("peak input tokens is 0: the factor has no scale")
-    total = sum(values)
     return measured(total / peak, f"{total} input tokens over {len(values)} requests, peak {peak}")
 
 
 def context_growth(inp: GraderInput) -> Measurement:
     """Σ per-request total tokens / the first request's. First request of 0 tokens → unavailable."""
-    values = _per_request(inp, "total", _total_tokens)
+    requests = inp.lookups.execution.requests
+    if not requests:
+        return _NO_REQUESTS
+    values = _counts([r.usage.tokens for r in requests], "total")
     if isinstance(values, Measurement):
         return values
     if values[0] == 0:

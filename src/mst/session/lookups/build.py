@@ -21,15 +21,30 @@ from mst.session.lookups.records import (
     USAGE_REPORT,
     SessionLookups,
 )
-from mst.session.lookups.tools import _Correlator, _Slot
+from mst.session.lookups.tools import _Correlator, _new_tuple, _Slot
 from mst.session.lookups.usage import _Usage
 
-_Handler = Callable[[int, dict[str, Any], dict[str, Any]], None]
+# A handler is a collector's method, called with the collector: (collector, position, event, data).
+_Handler = Callable[[Any, int, dict[str, Any], dict[str, Any]], None]
+_NATIVE, _GATEWAY, _USAGE = 0, 1, 2  # a collector's place in ``_Pass.collectors``
 
-# The types the pass interprets (each has a handler below); every other event is only indexed.
-INTERPRETED: Final = frozenset({TOOL_START, TOOL_COMPLETE, MCP_TOOL_CALL, MCP_RPC_REQUEST, MCP_RPC_RESPONSE,
-                                FIREWALL_TOKEN_USAGE, MODEL_REQUEST, USAGE_REPORT, SESSION_RESULT,
-                                EXECUTION_RESULT})  # fmt: skip
+# The handler of each type the pass interprets, and which collector it is called with. One table
+# for every pass, not bound methods made per session: most trials' sessions have five events, and
+# making ten bound methods and their dict was a sixth of such a trial's lookups.
+HANDLERS: Final[dict[str, tuple[int, _Handler]]] = {
+    TOOL_START: (_NATIVE, _Correlator.start),
+    TOOL_COMPLETE: (_NATIVE, _Correlator.complete),
+    MCP_TOOL_CALL: (_GATEWAY, _Gateway.tool_call),
+    MCP_RPC_REQUEST: (_GATEWAY, _Gateway.request),
+    MCP_RPC_RESPONSE: (_GATEWAY, _Gateway.response),
+    FIREWALL_TOKEN_USAGE: (_USAGE, _Usage.firewall_request),
+    MODEL_REQUEST: (_USAGE, _Usage.model_request),
+    USAGE_REPORT: (_USAGE, _Usage.report_usage),
+    SESSION_RESULT: (_USAGE, _Usage.session_result),
+    EXECUTION_RESULT: (_USAGE, _Usage.execution_result),
+}
+# The types the pass interprets; every other event is only indexed.
+INTERPRETED: Final = frozenset(HANDLERS)
 
 
 def create_session_lookups(session: Sequence[Any]) -> SessionLookups:
@@ -53,7 +68,7 @@ def _eager_pass(session: Sequence[Any]) -> SessionLookups:
     """A list of decoded events (every trial of a run): index and interpret in one loop, kept
     flat on purpose (it runs once per event, and its fixed cost is most of a five-event trial's)."""
     state = _Pass(session)
-    handlers = state.handlers
+    handlers, collectors = HANDLERS, state.collectors
     index: dict[str, list[int]] = {}
     for pos, event in enumerate(session):
         if event.__class__ is not dict and not isinstance(event, dict):
@@ -66,15 +81,16 @@ def _eager_pass(session: Sequence[Any]) -> SessionLookups:
             index[etype] = [pos]
         else:
             bucket.append(pos)
-        handler = handlers.get(etype)
-        if handler is None:
+        entry = handlers.get(etype)
+        if entry is None:
             continue
         prov = event.get("provenance")  # the main agent's only (is_main_agent, inlined)
         phase = prov.get("phase") if prov.__class__ is dict or isinstance(prov, dict) else None
         if phase is not None and phase != "" and phase != PHASE_AGENT:
             continue
         data = event.get("data")
-        handler(pos, event, data if data.__class__ is dict or isinstance(data, dict) else {})
+        which, handler = entry
+        handler(collectors[which], pos, event, data if data.__class__ is dict or isinstance(data, dict) else {})
     return state.finish(MappingProxyType({k: tuple(v) for k, v in index.items()}))
 
 
@@ -82,66 +98,67 @@ def _lazy_pass(session: LazySession) -> SessionLookups:
     """A lazily read session: the interpreted events' positions are picked out of the types list
     at C speed (a million-event session has 600,000 it never needs to touch)."""
     state = _Pass(session)
-    handlers, types, event_at = state.handlers, session.types, session.event
+    handlers, collectors, types, event_at = HANDLERS, state.collectors, session.types, session.event
     for pos in compress(count(), map(INTERPRETED.__contains__, types)):
         event = event_at(pos)  # a checked canonical event: provenance and data are objects
         phase = event["provenance"].get("phase")
         if phase is not None and phase != "" and phase != PHASE_AGENT:
             continue
-        handlers[types[pos]](pos, event, event["data"])
+        which, handler = handlers[types[pos]]
+        handler(collectors[which], pos, event, event["data"])
     return state.finish(_TypeIndex(types))
 
 
 class _Pass:
-    """The pass's collectors and the handler of each interpreted type."""
+    """The pass's collectors (the handlers of :data:`HANDLERS` are their methods)."""
 
-    __slots__ = ("gateway", "handlers", "native", "session", "slots", "usage")
+    __slots__ = ("collectors", "gateway", "session", "slots", "usage")
 
     def __init__(self, session: Sequence[Any]) -> None:
         self.session = session
         self.slots: list[_Slot] = []
-        self.native = native = _Correlator(session, self.slots)
         self.gateway = gateway = _Gateway(self.slots)
         self.usage = usage = _Usage()
-        self.handlers: dict[str, _Handler] = {
-            TOOL_START: native.start,
-            TOOL_COMPLETE: native.complete,
-            MCP_TOOL_CALL: gateway.tool_call,
-            MCP_RPC_REQUEST: gateway.request,
-            MCP_RPC_RESPONSE: gateway.response,
-            FIREWALL_TOKEN_USAGE: usage.firewall_request,
-            MODEL_REQUEST: usage.model_request,
-            USAGE_REPORT: usage.report_usage,
-            SESSION_RESULT: usage.session_result,
-            EXECUTION_RESULT: usage.execution_result,
-        }
+        self.collectors: tuple[_Correlator, _Gateway, _Usage] = (_Correlator(session, self.slots), gateway, usage)
 
     def finish(self, by_type: Mapping[str, tuple[int, ...]]) -> SessionLookups:
         session, gateway, usage = self.session, self.gateway, self.usage
         _other_mcp_events(session, by_type, gateway)
         calls, dropped = _deduplicate(self.slots, gateway.indices)
-        return SessionLookups(
-            size=len(session),
-            by_type=by_type,
-            tool_calls=calls,
-            gateway_duplicates=dropped,
-            execution=usage.stats(session),
-            completed=usage.completed,
-            mcp_events=gateway.mcp_events,
-            retry_observations=gateway.retries,
-        )
+        # SessionLookups' fields in order, without the named tuple's Python-level __new__
+        fields = (len(session), by_type, calls, dropped, usage.stats(session), usage.completed, gateway.mcp_events,
+                  gateway.retries)  # fmt: skip
+        return _new_tuple(SessionLookups, fields)  # type: ignore[no-any-return]
 
 
 def _other_mcp_events(session: Sequence[Any], by_type: Mapping[str, tuple[int, ...]], gateway: _Gateway) -> None:
     """``mcp.*`` types the pass does not interpret (``mcp.retry``, ...) still count as MCP
     events; they are usually rare, so they are visited here rather than tested for on every event."""
+    known = _OTHER_MCP
     for etype in by_type:
-        if not etype.startswith("mcp.") or etype in INTERPRETED:
+        other = known.get(etype)
+        if other is None:
+            other = _is_other_mcp(etype)
+        if not other:
             continue
         for pos in by_type[etype]:
             event = session[pos]
             if is_main_agent(event):
                 gateway.observe(etype, event_data(event))
+
+
+# Whether a type is an ``mcp.*`` type the pass does not interpret, by type: the sessions of a run
+# share a few dozen types, and testing each type's prefix in every trial cost more than the rest
+# of ``finish`` for a five-event session. Bounded: made-up types beyond it are tested each time.
+_OTHER_MCP: Final[dict[str, bool]] = {}
+_OTHER_MCP_KEPT: Final = 4096
+
+
+def _is_other_mcp(etype: str) -> bool:
+    other = etype.startswith("mcp.") and etype not in INTERPRETED
+    if len(_OTHER_MCP) < _OTHER_MCP_KEPT:
+        _OTHER_MCP[etype] = other
+    return other
 
 
 class _TypeIndex(Mapping[str, tuple[int, ...]]):

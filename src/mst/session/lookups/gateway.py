@@ -43,6 +43,8 @@ class _Gateway:
     ``retries`` grader does not have to read them again (see :func:`is_retry`).
     """
 
+    __slots__ = ("indices", "mcp_events", "requests", "retries", "slots")
+
     def __init__(self, slots: list[_Slot]) -> None:
         self.slots = slots
         self.indices: list[int] = []  # where the gateway records sit in ``slots``
@@ -216,7 +218,7 @@ def _deduplicate(slots: list[_Slot], gateway: list[int]) -> tuple[tuple[ToolCall
     gateway records in ``slots``, so sessions without gateway evidence skip all of this.
     """
     if not gateway:
-        return tuple(_freeze_all(slots)), 0
+        return (tuple(_freeze_all(slots)) if slots else ()), 0  # no calls at all: most trials
     spellings: dict[tuple[str | None, str], tuple[str, ...]] = {}  # few distinct tools, many calls
     candidates = []
     serverless = any(not slots[i][_SERVER] and "-" in slots[i][_NAME] for i in gateway)

@@ -4,7 +4,6 @@ statistics, and the lookups themselves (all immutable), plus the event types the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
 FIREWALL_TOKEN_USAGE: Final = "firewall.token_usage"
@@ -85,9 +84,12 @@ class ModelRequest(NamedTuple):
     model: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class ExecutionStats:
-    """Concrete main-agent execution statistics; None means "not observed", never zero."""
+class ExecutionStats(NamedTuple):
+    """Concrete main-agent execution statistics; None means "not observed", never zero.
+
+    A named tuple like the other records, and for the same reason: it is built once per trial
+    graded, where a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field) cost
+    as much as the rest of a five-event session's lookups (docs/graders.md, "The contract")."""
 
     requests: tuple[ModelRequest, ...]
     request_source: str | None
@@ -104,9 +106,9 @@ class ExecutionStats:
         return self.aggregate.requests if self.aggregate is not None else None
 
 
-@dataclass(frozen=True, slots=True)
-class SessionLookups:
-    """Everything graders share, computed once per session (read-only).
+class SessionLookups(NamedTuple):
+    """Everything graders share, computed once per session (read-only: a named tuple, built in
+    one C call, see :class:`ExecutionStats`).
 
     ``by_type`` maps an event type to the ascending positions of its events in the session.
     ``completed`` is True when the main agent left a completion record (``session.result`` or

@@ -76,6 +76,8 @@ class _Correlator:
     Pending queues use lazy deletion so every start is enqueued and dequeued at most once.
     """
 
+    __slots__ = ("by_id", "by_name", "by_name_no_id", "session", "slots")
+
     def __init__(self, session: Sequence[Any], slots: list[_Slot]) -> None:
         self.session = session
         self.slots = slots

@@ -48,6 +48,7 @@ _NO_RANK: Final = 1 << 30
 
 
 _NO_USAGE: Final = TokenUsage()
+_RESULT_USAGE: Final = f"{SESSION_RESULT}.usage"  # the aggregate's source when a result gave it
 _new_usage = _new_tuple = tuple.__new__
 assert TokenUsage._fields == tuple(_TOKEN_ALIASES), "usage fields and alias table must align"
 
@@ -105,6 +106,8 @@ def parse_usage(data: Mapping[str, Any]) -> TokenUsage:
 
 class _Usage:
     """Collects model-request and usage evidence of the main agent during the pass."""
+
+    __slots__ = ("completed", "firewall", "model", "report", "result_duration", "result_source", "result_usage")
 
     def __init__(self) -> None:
         self.firewall: list[ModelRequest] = []
@@ -165,12 +168,12 @@ class _Usage:
             requests, source = [], None
         aggregate, agg_source = self.report, USAGE_REPORT if self.report is not None else None
         if aggregate is None and self.result_usage is not None:
-            aggregate, agg_source = self.result_usage, f"{SESSION_RESULT}.usage"
+            aggregate, agg_source = self.result_usage, _RESULT_USAGE
         duration, dur_source = self.result_duration, self.result_source
         if duration is None:
             duration = _timestamp_span(session)
             dur_source = "provenance.timestampMs" if duration is not None else None
-        return ExecutionStats(tuple(requests), source, aggregate, agg_source, duration, dur_source)
+        return _new_tuple(ExecutionStats, (tuple(requests), source, aggregate, agg_source, duration, dur_source))  # type: ignore[no-any-return]
 
 
 def _timestamp_span(session: Sequence[Any]) -> float | None:
