@@ -327,7 +327,7 @@ class RunMeta:
     def with_grading(self, grading: GradingMeta) -> RunMeta:
         # Packed from the judges' own lists (a shallow dict of them): to_json's copy of every
         # case's list would be encoded and dropped at once.
-        return self._with(grading, grading={**grading.to_json(judges=False), "judges": dict(grading.judges)})
+        return self._with(grading, grading={**grading.to_json(judges=False), "judges": dict(grading.judges.items())})
 
     def with_grading_runner(self, runner: Mapping[str, Any]) -> RunMeta:
         grading = dict(_unpacked(self._data.get("grading")) or {})
