@@ -12,6 +12,7 @@ import random
 import tracemalloc
 
 from mst.runs.compare import PASS_RATE_METRIC, Columns, Metric, PairedValues, compare
+from mst.statistics import difference_of_pairs
 
 # Bytes of peak traced memory per extra case while comparing two metrics: 312 with lists of
 # tuples, 66 with arrays (bench/perf16_memory.md, session 9).
@@ -56,3 +57,35 @@ def test_paired_values_read_as_the_tuples_they_replace() -> None:
     values.b.extend([0.5, 0.25, 0.0])
     assert list(values) == [(1.0, 0.5), (2.0, 0.25), (3.0, 0.0)] and len(values) == 3
     assert values[1] == (2.0, 0.25) and values[1:] == [(2.0, 0.25), (3.0, 0.0)]
+
+
+def _difference_peak(cases: int) -> int:
+    rng = random.Random(cases)
+    values = PairedValues()
+    values.a.extend(rng.random() for _ in range(cases))
+    values.b.extend(rng.random() for _ in range(cases))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        difference_of_pairs(values)
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_paired_differences_are_a_float_array() -> None:
+    # A list of differences is ~32 bytes a case (pointer and float object), an array 8: the
+    # comparison's peak per metric (session 9).
+    _difference_peak(10)
+    per_case = (_difference_peak(40_000) - _difference_peak(4_000)) / 36_000
+    assert per_case < 16, f"difference_of_pairs: {per_case:.1f} bytes per case"
+
+
+def test_the_paired_figures_are_those_of_the_differences_listed() -> None:
+    rng = random.Random(5)
+    pairs = [(rng.random(), rng.choice([0.0, 1.0, rng.random()])) for _ in range(500)]
+    diffs = [a - b for a, b in pairs]
+    mean = math.fsum(diffs) / len(diffs)
+    out = difference_of_pairs(pairs)
+    assert out["mean"] == mean and out["cases"] == 500
+    assert out["sd"] == math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / 499)

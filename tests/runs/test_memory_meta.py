@@ -151,3 +151,20 @@ def test_the_grading_a_meta_was_given_is_read_back_without_decoding(monkeypatch:
     moved = meta.with_grading_runner({"name": "k8s"})
     assert moved.grading is not None and moved.grading.runner == {"name": "k8s"}
     assert moved.grading.judges == grading.judges
+
+
+def test_case_ids_decode_a_small_block_at_a_time_whatever_the_io_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A mebibyte of packed cases decoded at once was ~18,000 decoded cases (~18 MB) held at
+    # once at 100,000 cases; the ids are read 8 KiB of cases at a time (session 9).
+    monkeypatch.setattr(fileio, "IO_BLOCK", 1 << 20)
+    cases = [{"id": f"case-{i:06d}", "trials": 1} for i in range(20_000)]
+    meta = RunMeta.from_json(_head(cases))
+    tracemalloc.start()
+    try:
+        ids = list(meta.iter_case_ids())
+        held, peak = tracemalloc.get_traced_memory()
+        peak -= held  # less the ids and their list
+    finally:
+        tracemalloc.stop()
+    assert ids == [c["id"] for c in cases]
+    assert peak < 500_000, f"reading 20,000 case ids held {peak} bytes at its peak"

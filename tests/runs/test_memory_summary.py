@@ -7,14 +7,17 @@ bytes a case; a list of (passed, trials) tuples and a list of fractions cost ~15
 
 from __future__ import annotations
 
+import math
 import random
 import tracemalloc
 
+from mst.runs.compare import Column, Columns
 from mst.statistics.rates import CaseTrials, pass_rate, variant_stats
 
 # Bytes of peak traced memory per extra case: 150 with the tuples, 23 with arrays
 # (bench/perf16_memory.md, session 9).
 PER_CASE_LIMIT = 60
+_NAN = float("nan")
 
 
 def _cases(count: int) -> list[CaseTrials]:
@@ -55,7 +58,6 @@ def test_the_figures_are_those_of_the_cases_counted_one_by_one() -> None:
 
 
 def test_row_values_follow_the_columns_added_after_a_row_was_read() -> None:
-    from mst.runs.compare import Columns
 
     columns = Columns()
     columns.add_case("a", {"passRate": 1.0, "grader:g": 0.5})
@@ -77,3 +79,43 @@ def test_a_case_mean_of_one_trial_is_its_value_and_refuses_what_is_not_finite() 
     for bad in (float("nan"), float("inf")):
         with pytest.raises(ValueError, match="c: values must be finite"):
             _case_mean([bad], "c")
+
+
+def test_a_column_of_few_distinct_values_holds_a_byte_a_case() -> None:
+    # A float array is 8 bytes a case and metric: ten default graders and a pass rate in two
+    # variants were ~180 bytes a case at the summary's peak (session 9).
+    rng = random.Random(3)
+    values = [rng.choice([0.0, 1.0, 0.5, _NAN, 3.0]) for _ in range(50_000)]
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        column = Column()
+        for v in values:
+            column.append(v)
+        held = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert held < 1.5 * len(values), f"a column of five values held {held / len(values):.1f} bytes a case"
+    assert [repr(v) for v in column] == [repr(v) for v in values] and len(column) == len(values)
+
+
+def test_a_column_reads_back_the_floats_appended_before_and_after_it_outgrows_its_codes() -> None:
+    values = [-0.0, 0.0, _NAN, 1e-300, -2.5, 0.1 + 0.2] + [i / 7 for i in range(300)] + [-0.0, _NAN, 0.0]
+    for cut in (3, len(values)):  # the codes still enough / outgrown part way
+        column = Column(2)
+        for v in values[:cut]:
+            column.append(v)
+        expected = [_NAN, _NAN, *values[:cut]]
+        read = [column[i] for i in range(len(column))]
+        for got in (read, list(column)):
+            assert [(repr(v), math.copysign(1.0, v)) for v in got] == [(repr(v), math.copysign(1.0, v))
+                                                                        for v in expected]
+
+
+def test_columns_keep_their_values_in_columns_of_codes() -> None:
+    columns = Columns()
+    columns.add_case("a", {"passRate": 1.0, "grader:g": -0.0})
+    columns.add_case("b", {"passRate": None})
+    assert isinstance(columns.values["grader:g"], Column)
+    assert columns.means("grader:g") == [-0.0] and math.copysign(1.0, columns.means("grader:g")[0]) < 0
+    assert columns.incomplete() == 1 and columns.value("grader:g", 1) is None

@@ -8,7 +8,8 @@ cached in module globals keyed by object ids, and two runs in one process cannot
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from array import array
+from collections.abc import ItemsView, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -62,17 +63,71 @@ def _named(assertions: tuple[Assertion, ...], judges: tuple[ResolvedJudge, ...])
     return named, tuple((unique(j.id), j) for j in judges)
 
 
-def judge_sets(resolved: ResolvedEval) -> dict[str, list[str]]:
+class JudgeSets(Mapping[str, list[str]]):
+    """Each case's judge ids, in the eval's case order: the distinct lists, and per case two
+    bytes naming its list (cases share a few: most have the eval's own judges). A dict of
+    100,000 cases held ~38 bytes a case from before grading to the end of `mst run` (issue 16,
+    bench/perf16_memory.md); looked up by case id only on resume, which builds its index then."""
+
+    __slots__ = ("_codes", "_ids", "_index", "_lists")
+
+    def __init__(self, ids: Sequence[str], codes: Sequence[int], lists: Sequence[list[str]]) -> None:
+        self._ids, self._codes, self._lists = ids, codes, lists
+        self._index: dict[str, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+    def __getitem__(self, case_id: str) -> list[str]:
+        if self._index is None:
+            self._index = {c: i for i, c in enumerate(self._ids)}
+        return self._lists[self._codes[self._index[case_id]]]
+
+    def items(self) -> ItemsView[str, list[str]]:
+        return _JudgeItems(self)
+
+    def pairs(self) -> Iterator[tuple[str, list[str]]]:
+        """(case id, its judge ids) in case order, with no look-up by id."""
+        return zip(self._ids, map(self._lists.__getitem__, self._codes), strict=True)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Mapping) or len(other) != len(self):
+            return False
+        missing = object()
+        return all(other.get(case, missing) == names for case, names in self.pairs())
+
+    __hash__ = None  # type: ignore[assignment]  # a mapping: unhashable, as a dict is
+
+
+class _JudgeItems(ItemsView[str, list[str]]):
+    """``JudgeSets.items()``, iterated without a look-up per case."""
+
+    _mapping: JudgeSets
+
+    def __iter__(self) -> Iterator[tuple[str, list[str]]]:
+        return self._mapping.pairs()
+
+
+def judge_sets(resolved: ResolvedEval) -> JudgeSets:
     """Each case's judge ids, sorted: what run.json's ``grading.judges`` records and resume
     compares. Cases that share their judges (resolution gives them one tuple) share one list."""
-    lists: dict[int, tuple[tuple[ResolvedJudge, ...], list[str]]] = {}
-    out: dict[str, list[str]] = {}
+    lists: dict[int, tuple[tuple[ResolvedJudge, ...], int]] = {}
+    distinct: list[list[str]] = []
+    codes = array("H")
     for c in resolved.cases:
         held = lists.get(id(c.judges))
         if held is None or held[0] is not c.judges:
-            held = lists[id(c.judges)] = (c.judges, sorted(j.id for j in c.judges))
-        out[c.id] = held[1]
-    return out
+            if len(distinct) == 1 << 16:  # more distinct sets than two bytes name: four
+                codes = array("I", codes)
+            held = lists[id(c.judges)] = (c.judges, len(distinct))
+            distinct.append(sorted(j.id for j in c.judges))
+        codes.append(held[1])
+    return JudgeSets([c.id for c in resolved.cases], codes, distinct)
 
 
 def grader_ids(graders: GradersConfig | None) -> list[str]:
@@ -137,4 +192,4 @@ class GradingContext:
         return [self.redactor.value(e) for e in events] if self.redactor.active else events
 
 
-__all__ = ["CasePlan", "GradingContext", "grader_ids", "judge_sets"]
+__all__ = ["CasePlan", "GradingContext", "JudgeSets", "grader_ids", "judge_sets"]

@@ -1,9 +1,10 @@
 """Candidate against baseline, case by case: the ``comparison`` block of summary.json and the
 figures the CI gate decides on.
 
-A variant's per-case values are kept as :class:`Columns` — one float array per metric, aligned
-with the run's cases, NaN where a case has no value — so a 100,000-case run pays 8 bytes a case
-and metric, and the same values are written into the summary's case rows, from which
+A variant's per-case values are kept as :class:`Columns` — one :class:`Column` per metric, aligned
+with the run's cases, NaN where a case has no value — so a 100,000-case run pays a byte a case and
+metric for a metric of few distinct values (a pass rate, a count, a flag), 8 for the others, and
+the same values are written into the summary's case rows, from which
 :meth:`Columns.add_rows_entry` reads them back for ``mst gate`` (also across runs, ``--against``).
 
 Only cases complete in both variants are compared (an incomplete case is neither passed nor
@@ -51,6 +52,64 @@ class Metric:
 PASS_RATE_METRIC: Final = Metric(PASS_RATE, "higher", (0.0, 1.0))
 
 
+_CODES: Final = 256  # distinct values a coded column holds (one byte a case); code 0 is NaN
+_NEGATIVE_ZERO: Final = "-0.0"  # -0.0 == 0.0 as a dict key: its own key keeps the sign
+
+
+class Column:
+    """One metric's per-case values, NaN where a case has none: a byte a case (an index into
+    the column's distinct values) while it has at most 256 of them, as most metrics of a run
+    do (pass rates of few trials, counts, flags, the graders' fixed values); a float array once
+    it has more. Reads back the very floats appended (-0.0 keeps its sign; NaN is the one NaN).
+    Ten default graders and a pass rate in two variants held ~180 bytes a case as float arrays
+    at the summary's peak (issue 16, bench/perf16_memory.md)."""
+
+    __slots__ = ("_code_of", "_codes", "_floats", "_palette")
+
+    def __init__(self, missing: int = 0) -> None:
+        """A column whose first ``missing`` cases have no value."""
+        self._codes: array[int] | None = array("B", bytes(missing))
+        self._floats: array[float] = array("d")  # used once the codes would not do
+        self._palette: list[float] = [_NAN]
+        self._code_of: dict[object, int] = {}
+
+    def append(self, value: float) -> None:
+        codes = self._codes
+        if codes is None:
+            self._floats.append(value)
+            return
+        if value != value:  # NaN
+            codes.append(0)
+            return
+        key: object = _NEGATIVE_ZERO if value == 0.0 and math.copysign(1.0, value) < 0 else value
+        code = self._code_of.get(key)
+        if code is None:
+            if len(self._palette) == _CODES:
+                self._uncode()
+                self._floats.append(value)
+                return
+            code = self._code_of[key] = len(self._palette)
+            self._palette.append(value)
+        codes.append(code)
+
+    def _uncode(self) -> None:
+        """Too many distinct values for a byte: the floats from here on."""
+        assert self._codes is not None
+        self._floats = array("d", map(self._palette.__getitem__, self._codes))
+        self._codes, self._palette, self._code_of = None, [_NAN], {}
+
+    def __len__(self) -> int:
+        return len(self._codes) if self._codes is not None else len(self._floats)
+
+    def __getitem__(self, index: int) -> float:
+        codes = self._codes
+        return self._palette[codes[index]] if codes is not None else self._floats[index]
+
+    def __iter__(self) -> Iterator[float]:
+        codes = self._codes
+        return map(self._palette.__getitem__, codes) if codes is not None else iter(self._floats)
+
+
 @dataclass(slots=True)
 class Columns:
     """One variant's per-case values, aligned with ``case_ids``; NaN where a case has no value.
@@ -60,15 +119,15 @@ class Columns:
     """
 
     case_ids: list[str] = field(default_factory=list)
-    values: dict[str, array[float]] = field(default_factory=dict)
-    _rows: list[tuple[str, str, array[float]]] | None = field(default=None, repr=False, compare=False)
+    values: dict[str, Column] = field(default_factory=dict)
+    _rows: list[tuple[str, str, Column]] | None = field(default=None, repr=False, compare=False)
 
     def add_case(self, case_id: str, values: Mapping[str, float | None]) -> None:
         index = len(self.case_ids)
         self.case_ids.append(case_id)
         for ref, value in values.items():
             if ref not in self.values:
-                self.values[ref] = array("d", [_NAN]) * index
+                self.values[ref] = Column(index)
                 self._rows = None
             self.values[ref].append(_NAN if value is None else float(value))
         for column in self.values.values():
@@ -107,7 +166,7 @@ class Columns:
                 out.setdefault(key, {})[metric_id] = v
         return out
 
-    def _row_columns(self) -> list[tuple[str, str, array[float]]]:
+    def _row_columns(self) -> list[tuple[str, str, Column]]:
         """(row key, metric id, column) of the grader and judge columns, in column order: made
         once (until a column is added), not a prefix test per column and case."""
         return [(key, ref[len(prefix):], column) for ref, column in self.values.items()
@@ -243,7 +302,7 @@ class _Pairs:
     incomplete: int
     unpaired: int
 
-    def values(self, candidate: array[float] | None, baseline: array[float] | None) -> PairedValues:
+    def values(self, candidate: Column | None, baseline: Column | None) -> PairedValues:
         """A metric's values over the pairs where both sides have one (NaN is no value)."""
         out = PairedValues()
         if candidate is None or baseline is None:

@@ -119,8 +119,10 @@ class _Packed:
         return orjson.loads(self.raw)
 
     def elements(self) -> Iterator[Any]:
-        """The list's elements, decoded about :data:`mst.fileio.IO_BLOCK` bytes at a time: reading
-        100,000 cases' ids does not hold 100,000 decoded cases at once (a kilobyte each).
+        """The list's elements, decoded about :data:`_DECODE_BLOCK` bytes at a time: reading
+        100,000 cases' ids does not hold 100,000 decoded cases at once (a kilobyte each). Not
+        :data:`mst.fileio.IO_BLOCK`: a mebibyte of cases decoded is ~18,000 of them, ~18 MB at
+        once, where the bytes were a mebibyte (issue 16, bench/perf16_memory.md).
 
         An element of the list starts a line indented by exactly :data:`_ELEMENT` (its own
         lines, nested deeper, have more spaces, and a JSON string holds no raw line break), so
@@ -132,7 +134,7 @@ class _Packed:
         end, start = len(raw) - len(_LIST_END), 1
         with memoryview(raw) as view:
             while start < end:
-                cut = _element_end(raw, min(start + fileio.IO_BLOCK, end), end)
+                cut = _element_end(raw, min(start + min(fileio.IO_BLOCK, _DECODE_BLOCK), end), end)
                 batch = bytearray(b"[")
                 batch += view[start:cut]
                 batch += b"]"
@@ -140,6 +142,7 @@ class _Packed:
                 start = cut + 1  # past the comma
 
 
+_DECODE_BLOCK: Final = 8 * 1024  # bytes of a packed list decoded at once: ~140 cases
 _INDENT: Final = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 _WHOLE: Final = 64  # a list or dict of at most this many scalars is encoded by one orjson call
 
@@ -272,8 +275,13 @@ class RunMeta:
         """Decoded a block of cases at a time (see :meth:`_Packed.elements`): `mst run` checks
         them before grading, and the whole list decoded was its peak of memory. Interned: the
         resolved cases hold the same ids, so the set holds theirs, not a copy of each."""
+        return set(self.iter_case_ids())
+
+    def iter_case_ids(self) -> Iterator[str]:
+        """The case ids in run.json's order, interned, decoded a block of cases at a time: for a
+        check that needs no set of them (a set is ~60 bytes an id; issue 16)."""
         cases = self._data["cases"]
-        return {sys.intern(str(c["id"])) for c in (cases.elements() if isinstance(cases, _Packed) else cases)}
+        return (sys.intern(str(c["id"])) for c in (cases.elements() if isinstance(cases, _Packed) else cases))
 
     @property
     def cases(self) -> tuple[Mapping[str, Any], ...]:
@@ -319,7 +327,7 @@ class RunMeta:
     def with_grading(self, grading: GradingMeta) -> RunMeta:
         # Packed from the judges' own lists (a shallow dict of them): to_json's copy of every
         # case's list would be encoded and dropped at once.
-        return self._with(grading, grading={**grading.to_json(judges=False), "judges": dict(grading.judges)})
+        return self._with(grading, grading={**grading.to_json(judges=False), "judges": dict(grading.judges.items())})
 
     def with_grading_runner(self, runner: Mapping[str, Any]) -> RunMeta:
         grading = dict(_unpacked(self._data.get("grading")) or {})

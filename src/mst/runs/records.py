@@ -264,11 +264,63 @@ class KeyList(Sequence[K]):
             yield key(slot)
 
 
+class _Summaries:
+    """Each slot's ``summarize`` value: two bytes a slot (an index into the distinct values, which
+    repeat: an attempt's ending) while there are at most :data:`_SHARED_SUMMARIES` distinct
+    hashable ones, a list of them after. Equal values share one object, as before; a list of
+    them per slot held ~34 bytes a case at 100,000 cases (issue 16, bench/perf16_memory.md)."""
+
+    __slots__ = ("_code_of", "_codes", "_distinct", "_list")
+
+    def __init__(self) -> None:
+        self._codes: array[int] | None = array("H")
+        self._distinct: list[Any] = [None]  # code 0: no summary
+        self._code_of: dict[Any, int] = {}
+        self._list: list[Any] = []  # once the codes would not do
+
+    def __len__(self) -> int:
+        return len(self._codes) if self._codes is not None else len(self._list)
+
+    def __getitem__(self, slot: int) -> Any:
+        codes = self._codes
+        return self._distinct[codes[slot]] if codes is not None else self._list[slot]
+
+    def __setitem__(self, slot: int, summary: Any) -> None:
+        """Keep ``summary`` at ``slot``, growing to it (the slots between have none)."""
+        code = self._code(summary)
+        codes = self._codes
+        if codes is not None:
+            if code is not None:
+                if slot >= len(codes):
+                    codes.frombytes(bytes(codes.itemsize * (slot + 1 - len(codes))))
+                codes[slot] = code
+                return
+            self._list, self._codes = [self._distinct[c] for c in codes], None
+        held = self._list
+        if slot >= len(held):
+            held.extend([None] * (slot + 1 - len(held)))
+        held[slot] = self._distinct[code] if code is not None else summary
+
+    def _code(self, summary: Any) -> int | None:
+        """The index of the value equal to ``summary``, made when there is room; None when it
+        is not hashable or there is no room."""
+        try:
+            code = self._code_of.get(summary)
+        except TypeError:  # not hashable: kept as is
+            return None
+        if summary is None:
+            return 0
+        if code is None and len(self._distinct) <= _SHARED_SUMMARIES:
+            code = self._code_of[summary] = len(self._distinct)
+            self._distinct.append(summary)
+        return code
+
+
 class RecordStore(MutableMapping[K, V]):
     """``key -> record`` with the records spilled, as JSON, to a temporary file."""
 
     __slots__ = ("_ahead", "_ahead_at", "_codec", "_file", "_flushed", "_keys", "_len", "_next", "_packed",
-                 "_pending", "_shared", "_size", "_summaries", "_summarize")
+                 "_pending", "_size", "_summaries", "_summarize")
 
     def __init__(self, items: Any = None, *, summarize: Callable[[V], Any] | None = None,
                  keys: KeyIndex[K] | None = None, codec: Codec[V] | None = None) -> None:
@@ -279,8 +331,7 @@ class RecordStore(MutableMapping[K, V]):
         self._packed = array("q")  # slot -> offset << 32 | length, or _ABSENT
         self._len = 0
         self._summarize = summarize
-        self._summaries: list[Any] = []
-        self._shared: dict[Any, Any] = {}
+        self._summaries = _Summaries()
         self._file: IO[bytes] | None = None
         self._size = 0  # bytes written or pending
         self._flushed = 0  # bytes already in the file
@@ -435,15 +486,7 @@ class RecordStore(MutableMapping[K, V]):
             self._keep_summary(slot, self._summarize(value))
 
     def _keep_summary(self, slot: int, summary: Any) -> None:
-        try:  # equal summaries (the same ending, again and again) share one object
-            summary = self._shared.setdefault(summary, summary) if len(self._shared) < _SHARED_SUMMARIES \
-                else self._shared.get(summary, summary)
-        except TypeError:  # not hashable: kept as is
-            pass
-        summaries = self._summaries
-        if slot >= len(summaries):
-            summaries.extend([None] * (slot + 1 - len(summaries)))
-        summaries[slot] = summary
+        self._summaries[slot] = summary  # equal summaries (the same ending, again and again) share one object
 
     # -- mapping -------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ sign. Stdlib only, no mst imports outside this package, pure functions.
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -76,7 +77,9 @@ def difference_of_pairs(pairs: Sequence[tuple[float, float]], confidence: float 
                            "se": None, "sd": None, "cases": n, "df": None}
     if n == 0:
         return out
-    diffs = [a - b for a, b in pairs]
+    # A float array, 8 bytes a case: a list of floats is 32, the comparison's peak at 100,000
+    # cases (issue 16). fsum and the spread read it as they read a list: the same figures.
+    diffs = array("d", (a - b for a, b in pairs))
     mean = math.fsum(diffs) / n
     out.update(mean=mean, a=math.fsum(a for a, _ in pairs) / n, b=math.fsum(b for _, b in pairs) / n)
     if n < 2:
