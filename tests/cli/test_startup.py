@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 from pydantic import BaseModel
@@ -121,3 +122,39 @@ def test_run_reads_and_validates_the_eval_file_once(tmp_path: Path, monkeypatch:
     assert calls == [eval_file]
     assert "stored: " in res.stderr
     assert any((tmp_path / "store").iterdir())
+
+
+@pytest.mark.parametrize(
+    "module_name",
+    ["mst.config.models", "mst.config.judge_llm", "mst.config.judge_agentic", "mst.config.judge_limits",
+     "mst.providers.mock", "mst.providers.settings", "mst.clients.agent"],
+)
+def test_settings_models_have_no_postponed_annotations(module_name: str) -> None:
+    """pydantic evaluates each string annotation when it builds a model, at every start of `mst`
+    (``from __future__ import annotations`` makes every field one)."""
+    import importlib
+    import inspect
+
+    module = importlib.import_module(module_name)
+    models = [value for value in vars(module).values()
+              if inspect.isclass(value) and issubclass(value, BaseModel) and value.__module__ == module_name]
+    assert models
+    for model in models:
+        strings = {name: hint for name, hint in vars(model).get("__annotations__", {}).items() if isinstance(hint, str)}
+        assert not strings, f"{model.__name__}: postponed annotations {strings}"
+
+
+def _params(command: click.Command) -> list[click.Parameter]:
+    if isinstance(command, click.Group):
+        ctx = click.Context(command)
+        return [p for name in command.list_commands(ctx) for p in _params(command.get_command(ctx, name))]  # type: ignore[arg-type]
+    return list(command.params)
+
+
+def test_every_path_parameter_shares_one_click_type() -> None:
+    """Each ``click.Path`` made looks its labels up through gettext (a locale search) at import."""
+    from mst.cli.options import PATH
+
+    paths = [p for p in _params(main) if isinstance(p.type, click.Path)]
+    assert len(paths) > 10
+    assert [p.name for p in paths if p.type is not PATH] == []

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from mst.cli.handling import handle_errors
+from mst.cli.options import PATH
 
 
 @click.group("export")
@@ -15,7 +16,7 @@ def export_group() -> None:
 
 
 @export_group.command("otlp")
-@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("run_dir", type=PATH)
 @click.option("--endpoint", metavar="URL",
               help="The OTLP/HTTP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT, else localhost:4318).")
 @handle_errors

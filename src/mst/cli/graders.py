@@ -18,7 +18,7 @@ import orjson
 
 from mst._gc import paused_gc
 from mst.cli.handling import handle_errors
-from mst.cli.options import confidence_option
+from mst.cli.options import PATH, confidence_option
 from mst.config.yamlfile import parse_yaml
 from mst.errors import EXIT_USER, UserError
 from mst.graders import (
@@ -72,9 +72,9 @@ def graders() -> None:
 
 
 @graders.command("run")
-@click.argument("session", type=click.Path(path_type=Path))
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="YAML/JSON graders config or manifest.")
-@click.option("--expected", "expected_path", type=click.Path(path_type=Path), help="The case's expected value.")
+@click.argument("session", type=PATH)
+@click.option("--config", "config_path", type=PATH, help="YAML/JSON graders config or manifest.")
+@click.option("--expected", "expected_path", type=PATH, help="The case's expected value.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest and results as JSON.")
 @handle_errors
 def graders_run(session: Path, config_path: Path | None, expected_path: Path | None, as_json: bool) -> None:
@@ -147,7 +147,7 @@ def _print_results(results: list[dict[str, Any]], source: str) -> None:
 
 
 @graders.command("check-shell")
-@click.argument("script", type=click.Path(path_type=Path))
+@click.argument("script", type=PATH)
 @handle_errors
 def graders_check_shell(script: Path) -> None:
     """Analyze an operational-value Bash SCRIPT: accepted (exit 0), or each rejection (exit 2)."""
@@ -304,7 +304,7 @@ def _bounds(run_dir: Path, manifest: dict[str, Any] | None) -> dict[str, tuple[f
 
 
 @experiments.command("analyze")
-@click.argument("run_dir", metavar="RUN", type=click.Path(path_type=Path))
+@click.argument("run_dir", metavar="RUN", type=PATH)
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 @click.option("--min-samples", type=click.IntRange(min=1), default=DEFAULT_MIN_SAMPLES, show_default=True,
               help="Fewest paired cases (not trials) before a better/worse decision.")

@@ -18,7 +18,7 @@ import click
 
 from mst import __version__
 from mst.cli.handling import handle_errors
-from mst.cli.options import confidence_option
+from mst.cli.options import PATH, confidence_option
 from mst.cli.store import publish, results_option, source_run, store_url
 from mst.config.pydantic_plugins import install as _install_plugin_lookup
 
@@ -49,7 +49,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("eval_file", type=click.Path(path_type=Path))
+@click.argument("eval_file", type=PATH)
 @handle_errors
 def validate(eval_file: Path) -> None:
     """Check an eval file: schema, datasets, client settings, judges, graders."""
@@ -72,19 +72,19 @@ def schema() -> None:
 
 
 @main.command()
-@click.argument("target", type=click.Path(path_type=Path))
+@click.argument("target", type=PATH)
 @click.option("--resume", is_flag=True, help="TARGET is a run directory: finish it.")
 @click.option("--no-grade", is_flag=True, help="Collect only (phases.grade = skipped).")
-@click.option("--runs-dir", type=click.Path(path_type=Path), help="Where runs are written (default ./runs).")
+@click.option("--runs-dir", type=PATH, help="Where runs are written (default ./runs).")
 @click.option("--concurrency", type=click.IntRange(1), help="Attempts at once (overrides the eval).")
-@click.option("--secrets-file", type=click.Path(path_type=Path), help="A dotenv file of keys for clients and judges.")
+@click.option("--secrets-file", type=PATH, help="A dotenv file of keys for clients and judges.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of tables.")
 @click.option("--runner", help="Run shards on this runner: process, ray, command, or a plugin.")
 @click.option("--runner-option", "runner_options", multiple=True, metavar="KEY=VALUE",
               help="A runner option (repeatable): shards=N, keep=true, or the runner's own.")
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit 4 when a candidate's pass rate is significantly worse than the baseline's (mst gate).")
-@click.option("--summary-md", type=click.Path(path_type=Path),
+@click.option("--summary-md", type=PATH,
               help="With --fail-on-regression: append the gate's Markdown summary here.")
 @click.option("--otlp", is_flag=False, flag_value="", default=None, metavar="[ENDPOINT]",
               help="Then send the run as OTLP traces (default endpoint: OTEL_EXPORTER_OTLP_ENDPOINT).")
@@ -137,9 +137,9 @@ def run(target: Path, resume: bool, no_grade: bool, runs_dir: Path | None, concu
 @main.command()
 @click.argument("run_dir")
 @click.option("--resume", is_flag=True, help="Grade only what has no verdict, in place.")
-@click.option("--eval", "eval_file", type=click.Path(path_type=Path), help="Grade with this eval file.")
-@click.option("--runs-dir", type=click.Path(path_type=Path), help="Where the regrade is written.")
-@click.option("--secrets-file", type=click.Path(path_type=Path), help="A dotenv file of keys for judges.")
+@click.option("--eval", "eval_file", type=PATH, help="Grade with this eval file.")
+@click.option("--runs-dir", type=PATH, help="Where the regrade is written.")
+@click.option("--secrets-file", type=PATH, help="A dotenv file of keys for judges.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of tables.")
 @click.option("--runner", help="Run shards on this runner: process, ray, command, or a plugin.")
 @click.option("--runner-option", "runner_options", multiple=True, metavar="KEY=VALUE",

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from mst.cli.handling import F
 from mst.statistics import CONFIDENCE
+
+# One path type for every path argument and option: a click type holds no per-use state, and each
+# ``click.Path`` made looks up its translated labels through ``gettext`` (a locale search per
+# call), ten times at every start of `mst` before (bench/perf16_startup.md, session 9).
+PATH = click.Path(path_type=Path)
 
 
 def confidence_option(fn: F) -> F:

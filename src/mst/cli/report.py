@@ -11,10 +11,11 @@ from pathlib import Path
 import click
 
 from mst.cli.handling import handle_errors
+from mst.cli.options import PATH
 
 
 @click.command("report")
-@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("run_dir", type=PATH)
 @click.option("--open", "open_browser", is_flag=True, help="Open the report in the default browser.")
 @handle_errors
 def report_command(run_dir: Path, open_browser: bool) -> None:
@@ -29,7 +30,7 @@ def report_command(run_dir: Path, open_browser: bool) -> None:
 
 
 @click.command("view")
-@click.argument("runs_dir", type=click.Path(path_type=Path), default=Path("runs"))
+@click.argument("runs_dir", type=PATH, default=Path("runs"))
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
               help="Port on 127.0.0.1 (0: any free port).")
 @click.option("--open", "open_browser", is_flag=True, help="Open the index in the default browser.")

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from mst.cli.handling import F, handle_errors
-from mst.cli.options import confidence_option
+from mst.cli.options import PATH, confidence_option
 from mst.errors import EXIT_OK, EXIT_REGRESSION, Problem, UserError
 from mst.statistics import MIN_CASES, POWER, cases_needed, minimum_detectable_effect
 
@@ -48,13 +48,13 @@ def run_gate(run_dir: Path, *, against: Path | None, metrics: Sequence[str], con
 
 def gate_options(fn: F) -> F:
     for option in reversed([
-        click.option("--against", type=click.Path(path_type=Path),
+        click.option("--against", type=PATH,
                      help="Compare with this stored run's baseline variant instead of RUN's."),
         click.option("--metric", "metrics", multiple=True, metavar="REF[:higher|lower]",
                      help="Also gate on grader:<id> or judge:<id> (repeatable); direction from the graders."),
         click.option("--min-cases", type=click.IntRange(2), default=MIN_CASES, show_default=True,
                      help="Fewest paired cases before any decision."),
-        click.option("--summary-md", type=click.Path(path_type=Path),
+        click.option("--summary-md", type=PATH,
                      help="Append a Markdown summary here (also to $GITHUB_STEP_SUMMARY when set)."),
     ]):
         fn = option(fn)
@@ -62,7 +62,7 @@ def gate_options(fn: F) -> F:
 
 
 @click.command("gate")
-@click.argument("run_dir", metavar="RUN", type=click.Path(path_type=Path))
+@click.argument("run_dir", metavar="RUN", type=PATH)
 @gate_options
 @confidence_option
 @handle_errors
@@ -78,7 +78,7 @@ def gate_command(run_dir: Path, against: Path | None, metrics: tuple[str, ...], 
 @click.option("--difference", type=click.FloatRange(0.0, min_open=True), required=True,
               help="The true difference to detect (a pass-rate difference as a fraction: 0.05 = 5pp).")
 @click.option("--sd", type=click.FloatRange(0.0), help="Standard deviation of the per-case differences.")
-@click.option("--from", "from_run", type=click.Path(path_type=Path),
+@click.option("--from", "from_run", type=PATH,
               help="Take the spread from this run's paired comparisons.")
 @click.option("--metric", default="passRate", show_default=True, help="passRate, grader:<id> or judge:<id>.")
 @click.option("--power", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=POWER,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from mst.cli.handling import handle_errors
+from mst.cli.options import PATH
 
 if TYPE_CHECKING:
     from mst.config.models import EvalConfig
@@ -98,7 +99,7 @@ def runs() -> None:
 
 @runs.command("list")
 @click.option("--results", metavar="URL", help="List the runs in this result store instead of a runs directory.")
-@click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
+@click.option("--runs-dir", type=PATH, default=Path("runs"), show_default=True,
               help="The local runs directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 @handle_errors
@@ -127,7 +128,7 @@ def list_runs(results: str | None, runs_dir: Path, as_json: bool) -> None:
 
 
 @runs.command("upload")
-@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("run_dir", type=PATH)
 @results_option
 @click.option("--jobs", type=click.IntRange(1, 256), default=16, show_default=True, help="Objects uploaded at once.")
 @handle_errors

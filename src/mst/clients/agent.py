@@ -44,8 +44,6 @@ CPU, so that path touches no ``mcp``/``anyio`` import, no task group and no pyda
 (the mock's per-case settings are validated once per case and cached).
 """
 
-from __future__ import annotations
-
 import asyncio
 import time
 from collections.abc import Mapping
@@ -258,7 +256,7 @@ class AgentClient:
             pool.release(lease, reusable=not cut_short)
 
     async def _limited(
-        self, request: AttemptRequest, model: ModelSession, toolbox: Toolbox | None, state: _State
+        self, request: AttemptRequest, model: ModelSession, toolbox: "Toolbox | None", state: _State
     ) -> Ending:
         """The loop under the client's own time budget, when it has one."""
         budget = self.settings.timeLimitSeconds
@@ -273,7 +271,7 @@ class AgentClient:
             return Trial("time-limit", f"the client's time budget of {budget:g} s (timeLimitSeconds) ran out")
 
     async def _loop(
-        self, request: AttemptRequest, model: ModelSession, toolbox: Toolbox | None, state: _State
+        self, request: AttemptRequest, model: ModelSession, toolbox: "Toolbox | None", state: _State
     ) -> Ending:
         settings, rec = self.settings, request.transcript
         tools = toolbox.specs if toolbox is not None else _NO_TOOLS
@@ -323,7 +321,7 @@ class AgentClient:
         )
 
     async def _call_tool(
-        self, rec: TranscriptRecorder, toolbox: Toolbox | None, call_id: str, name: str,
+        self, rec: TranscriptRecorder, toolbox: "Toolbox | None", call_id: str, name: str,
         arguments: Mapping[str, Any], state: _State,
     ) -> ToolResult:
         server, tool_name, sent = toolbox.resolve(name) if toolbox is not None else (None, name, False)
@@ -370,7 +368,7 @@ class AgentClient:
         return ToolResult(call_id, name, outcome.text, not outcome.success, outcome.images)
 
 
-def _record_servers(rec: TranscriptRecorder, lease: Lease) -> None:
+def _record_servers(rec: TranscriptRecorder, lease: "Lease") -> None:
     """Which server instances the attempt uses (and what they withheld from the model)."""
     from mst.clients._mcp import TASK_ONLY_REASON
 

@@ -32,14 +32,12 @@ in order) and ``{{``/``}}`` for literal braces. A string argument that is exactl
 placeholder takes the value itself (``{expected}`` stays a number if it is one).
 """
 
-from __future__ import annotations
-
 import asyncio
 import functools
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Self
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -135,7 +133,7 @@ class MockInjection(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _consistent(self) -> MockInjection:
+    def _consistent(self) -> Self:
         if self.failure == "context-overflow-first" and self.atRequest not in (None, 0):
             raise ValueError("context-overflow-first happens on the first request; drop atRequest")
         if self.failure == "context-overflow" and self.atRequest == 0:
@@ -357,7 +355,7 @@ class MockProvider:
         self._per_case[case_id] = (case_mock, merged)
         return merged
 
-    def session(self, context: AttemptContext) -> MockSession:
+    def session(self, context: AttemptContext) -> "MockSession":
         return MockSession(self.settings_for(context.case_id, context.case_mock), context)
 
     async def aclose(self) -> None:

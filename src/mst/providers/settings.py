@@ -5,8 +5,6 @@ variant from one provider to the other by changing ``model`` alone. Validated on
 is loaded, like every other client setting.
 """
 
-from __future__ import annotations
-
 from pydantic import BaseModel, ConfigDict, Field
 
 
