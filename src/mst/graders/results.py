@@ -112,26 +112,31 @@ def make_result(spec: GraderSpec, measurement: Measurement | None, error: str | 
     return _filled(result_template(spec), spec, value, message, error)
 
 
-def _filled(template: dict[str, Any], spec: GraderSpec, value: float | None, message: str,
-            error: str | None) -> dict[str, Any]:
-    """:func:`make_result` on a copy of ``spec``'s :func:`result_template`."""
+def _settled(spec: GraderSpec, value: float | None, message: str,
+             error: str | None) -> tuple[float | None, str, str, str | None]:
+    """The computed fields of :func:`make_result`'s result, ``(value, status, message,
+    thresholdOutcome)``: the one rule that both a result dict (:func:`_filled`) and a record's
+    entry made without one (:func:`grader_entries`) follow."""
     if error is None and value is not None and not (
             (spec.min is None or value >= spec.min) and (spec.max is None or value <= spec.max)
             and value - value == 0.0):  # in range and finite (the common case) without a call
         error = _out_of_range(spec, value)
-    result = template.copy()
     if error is not None:
-        result["status"], result["message"] = STATUS_ERROR, error
-        return result
-    result["message"] = message
+        return None, STATUS_ERROR, error, None
     if value is None:
-        return result  # the template's status: unavailable
-    result["value"] = value
+        return None, STATUS_UNAVAILABLE, message, None
     if spec.threshold is None:
-        result["status"] = STATUS_PASS
-    else:
-        outcome = result["thresholdOutcome"] = _threshold(spec, value)
-        result["status"] = STATUS_FAIL if outcome == THRESHOLD_MISSED else STATUS_PASS
+        return value, STATUS_PASS, message, None
+    outcome = _threshold(spec, value)
+    return value, STATUS_FAIL if outcome == THRESHOLD_MISSED else STATUS_PASS, message, outcome
+
+
+def _filled(template: dict[str, Any], spec: GraderSpec, value: float | None, message: str,
+            error: str | None) -> dict[str, Any]:
+    """:func:`make_result` on a copy of ``spec``'s :func:`result_template`."""
+    result = template.copy()
+    result["value"], result["status"], result["message"], result["thresholdOutcome"] = _settled(
+        spec, value, message, error)
     return result
 
 
@@ -395,6 +400,72 @@ def record_entries(manifest: Mapping[str, Any], results: Iterable[Mapping[str, A
 
 
 _OUTCOMES: Final = {STATUS_PASS: THRESHOLD_MET, STATUS_FAIL: THRESHOLD_MISSED}
+
+
+def grader_entries(
+    session: Sequence[Mapping[str, Any]], config: GradersConfig, manifest: Mapping[str, Any], *,
+    expected: Any = None, lookups: SessionLookups | None = None,
+) -> list[Entry] | None:
+    """:func:`record_entries` of :func:`grader_results`, made without the result dicts, or None
+    when ``config`` has custom graders (then grade through :func:`grader_results`).
+
+    What a trial's grading keeps of a built-in's result is its entry; the nine-key dict that
+    :func:`_filled` copies, and that :func:`record_entries` then compares back to the manifest,
+    cost ~5 k instructions per grader, ten per trial graded (bench/perf16_gfile.md, session 9
+    (gshare)). A step whose template the manifest implies (:class:`_Compact`, once per run)
+    gets its entry straight from :func:`_settled`; any other result is still made whole and
+    passed through :func:`record_entries`, so the entries are those of the results, exactly."""
+    steps = _PLAN.of(config)
+    if len(steps) != len(config.enabled):
+        return None
+    shared = new_tuple(GraderInput, (session, lookups if lookups is not None else create_session_lookups(session),
+                                     _NO_CONFIG, expected))
+    compact = _COMPACT.of(steps, manifest)
+    if len(session) < SMALL_PASS:  # as run_builtin_graders
+        return _entries(steps, compact, shared, manifest)
+    with paused_gc(len(session)):
+        return _entries(steps, compact, shared, manifest)
+
+
+def _entries(steps: tuple[_Step, ...], compact: tuple[bool, ...], shared: GraderInput,
+             manifest: Mapping[str, Any]) -> list[Entry]:
+    """:func:`_run_steps`' results as entries, in one loop (see :func:`grader_entries`)."""
+    entries: list[Entry] = []
+    for (spec, compute, template, own), fits in zip(steps, compact, strict=True):
+        error: str | None = None
+        try:
+            measurement = compute(shared if own is None else shared._replace(config=own))
+        except Exception as exc:  # as _run_steps: an error result naming the grader
+            value, message, error = None, "", f"{type(exc).__name__}: {exc}"
+        else:
+            value, message = measurement
+        if fits and message.__class__ is str:  # a message of another type is kept whole
+            value, status, message, _ = _settled(spec, value, message, error)
+            entries.append((spec.id, value, status, message, None))
+        else:
+            entries.extend(record_entries(manifest, (_filled(template, spec, value, message, error),)))
+    return entries
+
+
+class _Compact:
+    """Per step of the plan used last, whether the manifest implies its results' fixed fields
+    (the step's template reduces to an entry without ``detail``: :func:`record_entries`' own
+    test, so the rule has one home). Held as one tuple, as :class:`_Plan`."""
+
+    __slots__ = ("held",)
+
+    def __init__(self) -> None:
+        self.held: tuple[tuple[_Step, ...] | None, Mapping[str, Any] | None, tuple[bool, ...]] = (None, None, ())
+
+    def of(self, steps: tuple[_Step, ...], manifest: Mapping[str, Any]) -> tuple[bool, ...]:
+        held = self.held
+        if held[0] is not steps or held[1] is not manifest:
+            flags = tuple(record_entries(manifest, (step[2],))[0][4] is None for step in steps)
+            held = self.held = (steps, manifest, flags)
+        return held[2]
+
+
+_COMPACT: Final = _Compact()
 
 
 def _outcome(threshold: Any, status: Any) -> str | None:

@@ -15,7 +15,7 @@ and ``mst grade --resume`` grades it again.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mst.config.resolved import ResolvedCase, ResolvedJudge
 from mst.grading.context import CasePlan, GradingContext
@@ -32,6 +32,9 @@ from mst.runs.grading_records import (
     VerdictRecord,
 )
 from mst.session.io import TranscriptError
+
+if TYPE_CHECKING:
+    from mst.graders.results import Entry
 
 Keep = Mapping[str, VerdictRecord | Mapping[str, Any]]
 
@@ -106,17 +109,26 @@ def _graders(trial: TrialView, source: GradingSource, context: GradingContext,
         errors.append(GradingError("graders", "grader", None, str(exc)))
         return None
     outcome = source.graders(trial, config, session, manifest)
-    if outcome.results is None:
-        errors.append(GradingError("graders", "grader", None, outcome.error or "the graders gave no results"))
-        return None
-    from mst.graders.results import record_entries
+    entries: Sequence[Entry] | None = outcome.entries
+    if entries is None:
+        results = outcome.results
+        if results is None:
+            errors.append(GradingError("graders", "grader", None, outcome.error or "the graders gave no results"))
+            return None
+        from mst.graders.results import record_entries
 
-    results = outcome.results
-    for result in results:
-        if result["status"] == "error":
-            message = result.get("message") or "grader error"
-            errors.append(GradingError(f"grader:{result['id']}", "grader", None, message))
-    return tuple([_new(GraderValue, entry) for entry in record_entries(manifest, results)])
+        entries = record_entries(manifest, results)
+    for entry in entries:
+        if entry[2] == "error":
+            errors.append(GradingError(f"grader:{entry[0]}", "grader", None, _error_message(entry)))
+    return tuple([_new(GraderValue, entry) for entry in entries])
+
+
+def _error_message(entry: Entry) -> str:
+    """An error entry's message, from the whole result when the entry keeps one."""
+    whole = entry[4].get("result") if entry[4] else None
+    message = whole.get("message") if whole is not None else entry[3]
+    return message or "grader error"  # type: ignore[no-any-return]
 
 
 def grade_trial(

@@ -39,6 +39,7 @@ from mst.grading.judges import (
 
 if TYPE_CHECKING:
     from mst.graders.config import GradersConfig
+    from mst.graders.results import Entry
     from mst.session.events import Event
 
 
@@ -74,12 +75,39 @@ class PairOutcome:
     stream: bytes | None = None
 
 
-@dataclass(frozen=True, slots=True)
 class GradersOutcome:
-    """The deterministic graders of one trial: their schema-v2 results, or an error message."""
+    """The deterministic graders of one trial: their schema-v2 results, or an error message.
 
-    results: tuple[Mapping[str, Any], ...] | None
-    error: str | None = None
+    The live source gives the results as the trial's record keeps them, ``entries``
+    (:func:`mst.graders.results.grader_entries`: no result dict is made per grader); then
+    :attr:`results` rebuilds the dicts from them and ``manifest`` when asked (a shard's
+    recording asks). Immutable, as the other outcomes."""
+
+    __slots__ = ("_results", "entries", "error", "manifest")
+
+    def __init__(self, results: tuple[Mapping[str, Any], ...] | None, error: str | None = None, *,
+                 entries: tuple[Entry, ...] | None = None, manifest: Mapping[str, Any] | None = None) -> None:
+        self._results, self.error, self.entries, self.manifest = results, error, entries, manifest
+
+    @property
+    def results(self) -> tuple[Mapping[str, Any], ...] | None:
+        """The results, made from ``entries`` when the source gave those."""
+        if self._results is None and self.entries is not None and self.manifest is not None:
+            from mst.graders.results import result_of_entry
+
+            manifest = self.manifest
+            self._results = tuple(result_of_entry(manifest, *entry) for entry in self.entries)
+        return self._results
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GradersOutcome):
+            return NotImplemented
+        return (self.results, self.error) == (other.results, other.error)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"GradersOutcome(results={self.results!r}, error={self.error!r})"
 
 
 class GradingSource(Protocol):
@@ -155,11 +183,15 @@ class LiveSource:
 
     def graders(self, trial: TrialView, config: GradersConfig, session: Sequence[Event],
                 manifest: dict[str, Any]) -> GradersOutcome:
-        from mst.graders.results import grader_results  # a module: no package's from-list walked per trial
+        # a module: no package's from-list walked per trial
+        from mst.graders.results import grader_entries, grader_results
 
         # The session is the trial's own events when nothing is redacted: then the lookups are
         # the trial's too (built once per trial, shared with tool assertions and judges).
         lookups = trial.lookups if trial.has_events(session) else None
+        entries = grader_entries(session, config, manifest, expected=trial.expected, lookups=lookups)
+        if entries is not None:  # built-ins only: their entries, no result dict per grader
+            return GradersOutcome(None, entries=tuple(entries), manifest=manifest)
         return GradersOutcome(tuple(grader_results(session, config, expected=trial.expected, lookups=lookups)))
 
     def _call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
