@@ -53,8 +53,8 @@ def test_paired_values_read_as_the_tuples_they_replace() -> None:
     assert row.cases == len(pairs) > 2
     assert row.candidate == math.fsum(a for a, _ in pairs if a is not None) / len(pairs)
     values = PairedValues()
-    values.a.extend([1.0, 2.0, 3.0])
-    values.b.extend([0.5, 0.25, 0.0])
+    values.first.extend([1.0, 2.0, 3.0])
+    values.second.extend([0.5, 0.25, 0.0])
     assert list(values) == [(1.0, 0.5), (2.0, 0.25), (3.0, 0.0)] and len(values) == 3
     assert values[1] == (2.0, 0.25) and values[1:] == [(2.0, 0.25), (3.0, 0.0)]
 
@@ -62,8 +62,8 @@ def test_paired_values_read_as_the_tuples_they_replace() -> None:
 def _difference_peak(cases: int) -> int:
     rng = random.Random(cases)
     values = PairedValues()
-    values.a.extend(rng.random() for _ in range(cases))
-    values.b.extend(rng.random() for _ in range(cases))
+    values.first.extend(rng.random() for _ in range(cases))
+    values.second.extend(rng.random() for _ in range(cases))
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]

@@ -19,10 +19,11 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, overload
+from typing import Final
 
 import orjson
 
+from mst._columns import ColumnPairs
 from mst.fileio import read_bytes
 from mst.runs.layout import Key, RunPaths
 from mst.runs.run import Run
@@ -62,36 +63,17 @@ def _write_chunk(path: Path, body: bytes) -> None:
     path.write_bytes(b"mstChunk({" + body + b"});\n")
 
 
-class CaseList(Sequence[tuple[str, int]]):
+class CaseList(ColumnPairs[str, int]):
     """``(case id, trials)`` of a run's cases, in the eval's order, as a list of ids and an
     array of trial counts: ~12 bytes a case where a list of tuples costs 64, held from grading
     to the report (issue 16)."""
 
-    __slots__ = ("ids", "trials")
+    __slots__ = ()
 
     def __init__(self, cases: Iterable[tuple[str, int]] = ()) -> None:
-        self.ids: list[str] = []
-        self.trials = array("I")
+        super().__init__([], array("I"))
         for case, trials in cases:
-            self.ids.append(case)
-            self.trials.append(trials)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    @overload
-    def __getitem__(self, index: int) -> tuple[str, int]: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[tuple[str, int]]: ...
-
-    def __getitem__(self, index: int | slice) -> tuple[str, int] | list[tuple[str, int]]:
-        if isinstance(index, slice):
-            return list(zip(self.ids[index], self.trials[index], strict=True))
-        return self.ids[index], self.trials[index]
-
-    def __iter__(self) -> Iterator[tuple[str, int]]:
-        return zip(self.ids, self.trials, strict=True)
+            self.append(case, trials)
 
 
 @dataclass

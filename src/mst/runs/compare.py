@@ -19,8 +19,9 @@ from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final, overload
+from typing import Any, Final
 
+from mst._columns import ColumnPairs
 from mst.runs.frozen import JsonView
 from mst.statistics import (
     CONFIDENCE,
@@ -262,33 +263,15 @@ def metric_mean(columns: Columns, metric: Metric, confidence: float = CONFIDENCE
     return {**mean_of_cases(columns.means(metric.ref), confidence, metric.bounds), "weighting": "case"}
 
 
-class PairedValues(Sequence[tuple[float, float]]):
+class PairedValues(ColumnPairs[float, float]):
     """One metric's (candidate, baseline) values of the paired cases, as
     :func:`mst.statistics.difference_of_pairs` reads them, held in two float arrays: 16 bytes
     a case, where a list of tuples costs ~110 (issue 16: 100,000 cases in one comparison)."""
 
-    __slots__ = ("a", "b")
+    __slots__ = ()
 
     def __init__(self) -> None:
-        self.a = array("d")
-        self.b = array("d")
-
-    def __len__(self) -> int:
-        return len(self.a)
-
-    @overload
-    def __getitem__(self, index: int) -> tuple[float, float]: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[tuple[float, float]]: ...
-
-    def __getitem__(self, index: int | slice) -> tuple[float, float] | list[tuple[float, float]]:
-        if isinstance(index, slice):
-            return list(zip(self.a[index], self.b[index], strict=True))
-        return self.a[index], self.b[index]
-
-    def __iter__(self) -> Iterator[tuple[float, float]]:
-        return zip(self.a, self.b, strict=True)
+        super().__init__(array("d"), array("d"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,7 +290,7 @@ class _Pairs:
         out = PairedValues()
         if candidate is None or baseline is None:
             return out
-        isnan, add_a, add_b = math.isnan, out.a.append, out.b.append
+        isnan, add_a, add_b = math.isnan, out.first.append, out.second.append
         for i, j in zip(self.mine, self.theirs, strict=True):
             a, b = candidate[i], baseline[j]
             if not (isnan(a) or isnan(b)):
