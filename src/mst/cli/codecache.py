@@ -6,18 +6,18 @@ one's ``__setattr__`` …) by ``exec``-ing source text it writes from the fields
 A 1-case `mst run` did ~600 such ``exec`` calls, ~40 ``eval`` and ~830 ``compile``: a quarter of
 its instructions were the parser and compiler (bench/perf16_startup.md, session 10). The text
 depends only on the class (or annotation) it is made for, so its code is the same in every
-process, as a module's bytecode is: the ``mst`` command's process keeps the compiled code of
+process, as a module's bytecode is. The ``mst`` command's process keeps the compiled code of
 each text in files beside mst's own ``.pyc`` files (one per module the code is made for, in
-``__pycache__``, under
-``sys.pycache_prefix`` if set; not written when ``sys.dont_write_bytecode`` is, as Python writes
-no ``.pyc`` then) and compiles only text it has not seen.
+``__pycache__``, under ``sys.pycache_prefix`` if set; none written when
+``sys.dont_write_bytecode`` is, as Python writes no ``.pyc`` then) and compiles only text it has
+not seen.
 
 Nothing else changes: the code is what ``compile`` makes of the same text with the same flags
 (``dataclasses``, ``collections`` and ``typing`` use no ``__future__`` imports, so the code they
 would have compiled inherits none), run with the same globals and locals, so the classes and
-functions are the ones Python would have made. The file is a cache: one that is missing, of
-another Python, or unreadable is ignored, and a process writes it only when it compiled
-something new (replaced whole, so concurrent writers never leave a torn file).
+functions are the ones Python would have made. Each file is a cache: one that is missing, of
+another Python, or unreadable is ignored, and a process writes one only when it compiled
+something new for it (replaced whole, so concurrent writers never leave a torn file).
 """
 
 from __future__ import annotations
