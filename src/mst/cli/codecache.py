@@ -1,0 +1,167 @@
+"""Compiled code for the source text the standard library writes at import, kept like a ``.pyc``.
+
+Python 3.11 builds each method of a dataclass (``__init__``, ``__repr__``, ``__eq__``, a frozen
+one's ``__setattr__`` …) by ``exec``-ing source text it writes from the fields, a named tuple's
+``__new__`` by ``eval``, and each string annotation's :class:`typing.ForwardRef` by ``compile``.
+A 1-case `mst run` did ~600 such ``exec`` calls, ~40 ``eval`` and ~830 ``compile``: a quarter of
+its instructions were the parser and compiler (bench/perf16_startup.md, session 10). The text
+depends only on the class (or annotation) it is made for, so its code is the same in every
+process, as a module's bytecode is. The ``mst`` command's process keeps the compiled code of
+each text in files beside mst's own ``.pyc`` files (one per module the code is made for, in
+``__pycache__``, under ``sys.pycache_prefix`` if set; none written when
+``sys.dont_write_bytecode`` is, as Python writes no ``.pyc`` then) and compiles only text it has
+not seen.
+
+Nothing else changes: the code is what ``compile`` makes of the same text with the same flags
+(``dataclasses``, ``collections`` and ``typing`` use no ``__future__`` imports, so the code they
+would have compiled inherits none), run with the same globals and locals, so the classes and
+functions are the ones Python would have made. Each file is a cache: one that is missing, of
+another Python, or unreadable is ignored, and a process writes one only when it compiled
+something new for it (replaced whole, so concurrent writers never leave a torn file).
+"""
+
+from __future__ import annotations
+
+import atexit
+import builtins
+import collections
+import dataclasses
+import marshal
+import os
+import sys
+import typing
+from importlib.util import MAGIC_NUMBER, cache_from_source
+from pathlib import Path
+from types import CodeType
+from typing import Any
+
+_Key = tuple[str, str, str]  # (mode, filename, source)
+
+# A group's file that outgrows this keeps only what the process that writes it used.
+MAX_ENTRIES = 2048
+
+_groups: dict[str, dict[_Key, CodeType]] = {}  # a file each, read on first use
+_used: set[_Key] = set()
+_changed: set[str] = set()  # groups this process compiled text for (the file did not have it)
+_dir: Path | None = None
+
+
+def cache_dir() -> Path:
+    """Where the cache lives: beside the ``.pyc`` Python would write for a module ``mst.cli._codecache``."""
+    return Path(cache_from_source(str(Path(__file__).with_name("_codecache.py")))).with_suffix("")
+
+
+def install(directory: Path | None = None) -> None:
+    """Route ``dataclasses``' ``exec``, ``collections``' ``eval`` and ``typing``'s ``compile``
+    through the cache (files in ``directory``, default :func:`cache_dir`) and save it at exit.
+
+    Once per process; a module that already names its own function there is left alone.
+    """
+    global _dir
+    if _dir is not None:
+        return
+    try:
+        _dir = directory or cache_dir()
+    except NotImplementedError:  # no sys.implementation.cache_tag: Python keeps no bytecode either
+        return
+    shims = ((dataclasses, "exec", _exec), (collections, "eval", _eval), (typing, "compile", _compile))
+    for module, name, shim in shims:
+        if name not in vars(module):
+            setattr(module, name, shim)
+    atexit.register(save)
+
+
+def code_for(source: str, mode: str, group: str, filename: str = "<string>") -> CodeType:
+    """``compile(source, filename, mode)`` with no inherited flags, from the cache when it has it.
+
+    ``group`` names the file the code is kept in (a dataclass's module; ``collections``' named
+    tuples; ``typing``'s annotations), so a command reads the code of the modules it imports only.
+    """
+    codes = _groups.get(group)
+    if codes is None:
+        codes = _groups[group] = _load(group)
+    key = (mode, filename, source)
+    code = codes.get(key)
+    if code is None:
+        code = codes[key] = builtins.compile(source, filename, mode, dont_inherit=True)
+        _changed.add(group)
+    _used.add(key)
+    return code
+
+
+def compiled_groups() -> set[str]:
+    """The groups this process compiled text for itself (the cache did not have it)."""
+    return set(_changed)
+
+
+def save() -> None:
+    """Write each group this process compiled new text for (at exit; an error is ignored)."""
+    if _dir is None or sys.dont_write_bytecode:
+        return
+    for group in _changed:
+        codes = _groups[group]
+        if len(codes) > MAX_ENTRIES:
+            codes = {k: v for k, v in codes.items() if k in _used}
+        path = _group_file(group)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_bytes(MAGIC_NUMBER + marshal.dumps(codes))
+            os.replace(tmp, path)
+        except OSError:  # a read-only install, a full disk: the next start compiles again
+            _discard(tmp)
+
+
+def _discard(tmp: Path) -> None:
+    try:
+        tmp.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def _group_file(group: str) -> Path:
+    assert _dir is not None
+    return _dir / f"{group if group.replace('.', '').replace('_', '').isalnum() else '_other'}.marshal"
+
+
+def _load(group: str) -> dict[_Key, CodeType]:
+    try:
+        data = _group_file(group).read_bytes()
+    except OSError:
+        return {}
+    if not data.startswith(MAGIC_NUMBER):
+        return {}
+    try:
+        codes = marshal.loads(data[len(MAGIC_NUMBER):])
+    except (EOFError, ValueError, TypeError):
+        return {}
+    return codes if isinstance(codes, dict) else {}
+
+
+def _exec(source: Any, globals: dict[str, Any] | None = None, locals: Any = None, /) -> None:
+    globals, locals = _namespaces(globals, locals)
+    if isinstance(source, str):
+        source = code_for(source, "exec", globals.get("__name__") or "_other")
+    builtins.exec(source, globals, locals)
+
+
+def _eval(source: Any, globals: dict[str, Any] | None = None, locals: Any = None, /) -> Any:
+    globals, locals = _namespaces(globals, locals)
+    if isinstance(source, str):
+        source = code_for(source, "eval", "collections")
+    return builtins.eval(source, globals, locals)
+
+
+def _namespaces(globals: dict[str, Any] | None, locals: Any) -> tuple[dict[str, Any], Any]:
+    """exec's and eval's default namespaces: their caller's (two frames up), not this module's."""
+    if globals is not None:
+        return globals, locals
+    frame = sys._getframe(2)
+    return frame.f_globals, frame.f_locals if locals is None else locals
+
+
+def _compile(source: Any, filename: str, mode: str, flags: int = 0, dont_inherit: bool = False,
+             optimize: int = -1) -> Any:
+    if isinstance(source, str) and flags == 0 and optimize == -1:
+        return code_for(source, mode, "typing", filename)
+    return builtins.compile(source, filename, mode, flags, True, optimize)  # as from typing: nothing to inherit
