@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from gsession import call, done, ev, request, result, rpc, start
 
@@ -175,6 +177,30 @@ def test_token_fields_accept_camel_snake_and_nested_usage() -> None:
     assert parse_usage({"input_tokens": 1, "inputTokens": 2}).input == 2  # mst's spelling wins
     assert parse_usage({"inputTokens": -1, "outputTokens": True, "totalTokens": 3.0}).input is None
     assert parse_usage({"inputTokens": -1, "outputTokens": True, "totalTokens": 3.0}).total == 3
+
+
+def test_token_fields_are_the_first_valid_alias_in_table_order() -> None:
+    """Mst's own spelling alone (read without ranks) and mixed spellings (ranked) give what the
+    alias table says: per field, the first alias in its order with a valid count."""
+    from mst.session.lookups.usage import _TOKEN_ALIASES
+
+    rng = random.Random(7)
+    aliases = [a for names in _TOKEN_ALIASES.values() for a in names]
+    first = [names[0] for names in _TOKEN_ALIASES.values()]
+    values = [0, 1, 7, -1, 2.0, 2.5, True, None, "3"]
+    for round_ in range(3000):
+        names = rng.sample(first if round_ % 2 else aliases, rng.randint(1, 6))
+        data = {name: rng.choice(values) for name in names}
+        expected = []
+        for spellings in _TOKEN_ALIASES.values():
+            valid = [data[a] for a in spellings if a in data and _valid_count(data[a])]
+            expected.append(int(valid[0]) if valid else None)
+        assert list(parse_usage(data)) == expected, data
+
+
+def _valid_count(value: object) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or (
+        isinstance(value, float) and value >= 0 and value.is_integer())
 
 
 def test_duration_falls_back_to_main_agent_timestamp_span() -> None:

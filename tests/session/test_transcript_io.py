@@ -56,5 +56,9 @@ def test_load_transcript_gives_the_bytes_only_for_plain_jsonl(tmp_path: Path) ->
     assert load_transcript(path) == (EVENTS, None)
     path.write_bytes(dumps_jsonl(EVENTS).rstrip(b"\n"))  # no final newline
     assert load_transcript(path) == (EVENTS, None)
+    path.write_bytes(dumps_jsonl(EVENTS) + b"\n")  # a blank last line: one newline too many
+    assert load_transcript(path) == (EVENTS, None)
+    path.write_bytes(dumps_jsonl(EVENTS).rstrip(b"\n") + b" \t\n")  # trailing blanks on the last line: still plain
+    assert load_transcript(path) == (EVENTS, path.read_bytes())
     with pytest.raises(TranscriptError, match="missing"):
         load_transcript(tmp_path / "absent.jsonl")

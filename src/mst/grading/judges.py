@@ -188,7 +188,8 @@ class CaseView:
 
     @classmethod
     def of(cls, case: ResolvedCase) -> CaseView:
-        return cls(case.id, case.prompt, case.expected, case.metadata, case.trials)
+        prompt, expected, metadata = case.task()  # one decode of the packed task, not three
+        return cls(case.id, prompt, expected, metadata, case.trials)
 
     def __repr__(self) -> str:
         return f"CaseView(id={self.id!r})"
@@ -291,11 +292,13 @@ class TrialView:
         usage: Mapping[str, Any] | None = None,
         artifacts_dir: Path | None = None,
     ) -> TrialView:
-        """A view of a trial of ``case``, taking expected, metadata and prompt from the case."""
+        """A view of a trial of ``case``, taking expected, metadata and prompt from the case (one
+        decode of its packed task, not one per field: a view is made per trial graded)."""
+        prompt, expected, metadata = case.task()
         return cls(
             variant=variant, case_id=case.id, trial=trial, answer=answer, ending=ending,
             transcript=transcript, usage=usage, artifacts_dir=artifacts_dir,
-            expected=case.expected, metadata=case.metadata, prompt=case.prompt,
+            expected=expected, metadata=metadata, prompt=prompt,
         )
 
     @property

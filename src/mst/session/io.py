@@ -31,6 +31,12 @@ def write_transcript(path: Path | str, events: Iterable[Event]) -> None:
 
 def parse_transcript(raw: bytes, source: str) -> list[Event]:
     """Parse JSONL or a JSON array of canonical events; errors name ``source`` and the line."""
+    return _parsed(raw, source)[0]
+
+
+def _parsed(raw: bytes, source: str) -> tuple[list[Event], bool]:
+    """:func:`parse_transcript`, and whether ``raw`` is plain JSONL (one event per line, each
+    ending in a newline): told without counting the lines again when one decode read them."""
     stripped = raw.lstrip()
     if stripped.startswith(b"["):
         try:
@@ -41,7 +47,7 @@ def parse_transcript(raw: bytes, source: str) -> list[Event]:
             raise TranscriptError(f"{source}: expected a JSON array of events")
         for i, item in enumerate(value):
             _check(item, f"{source}: event {i}")
-        return value
+        return value, raw.endswith(b"\n") and raw.count(b"\n") == len(value) and not raw.startswith(b"[")
     if stripped.startswith(b"{") and b"\n" not in raw.strip():
         value = _load_line(raw, f"{source}:1")
         if isinstance(value, dict) and not is_event(value) and ("trace" in value or "request" in value):
@@ -49,16 +55,16 @@ def parse_transcript(raw: bytes, source: str) -> list[Event]:
                 f"{source}: this looks like a legacy pre-processed trace payload; "
                 "give a unified-session JSONL file or a JSON array of events"
             )
-        return [_check(value, f"{source}:1")]
+        return [_check(value, f"{source}:1")], raw.count(b"\n") == 1 and raw.endswith(b"\n")
     events = _jsonl_events(raw)
-    if events is not None:
-        return events
+    if events is not None:  # one event per line of the body: plain when one newline follows it
+        return events, raw.endswith(b"\n") and raw.count(b"\n", len(raw.rstrip())) == 1
     events = []  # the slow path, line by line, finds and names what is wrong
     for lineno, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
             continue
         events.append(_check(_load_line(line, f"{source}:{lineno}"), f"{source}:{lineno}"))
-    return events
+    return events, raw.endswith(b"\n") and raw.count(b"\n") == len(events)
 
 
 def _jsonl_events(raw: bytes) -> list[Event] | None:
@@ -85,8 +91,7 @@ def load_transcript(path: Path | str) -> tuple[list[Event], bytes | None]:
     """The events, and the file's bytes when they are plain JSONL (one event per line, ending
     in a newline): a copy of the session can then reuse the bytes instead of encoding again."""
     raw = _read_raw(path)
-    events = parse_transcript(raw, os.fspath(path))
-    plain = raw.endswith(b"\n") and raw.count(b"\n") == len(events) and not raw.startswith(b"[")
+    events, plain = _parsed(raw, os.fspath(path))
     return events, raw if plain else None
 
 
