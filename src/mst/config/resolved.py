@@ -8,7 +8,6 @@ resumed grading can tell a verdict from the same judge from one by a changed jud
 from __future__ import annotations
 
 import math
-import sys
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
@@ -105,8 +104,8 @@ class ResolvedCase:
                  assertions: tuple[Assertion, ...], judges: tuple[ResolvedJudge, ...],
                  mock: dict[str, Any] | None = None) -> None:
         # Through the slots' own setters (_SET, below): ``object.__setattr__`` looks each name up
-        # first, and a big eval makes a hundred thousand of these.
-        _fill(self, sys.intern(id), trials, assertions, judges, mock, _packed_task(prompt, expected, metadata), None)
+        # first. The id is not interned (see CaseTable.add).
+        _fill(self, id, trials, assertions, judges, mock, _packed_task(prompt, expected, metadata), None)
 
     def _unpacked(self) -> _Task:
         task = self._task
@@ -218,7 +217,9 @@ class CaseTable(Sequence[ResolvedCase]):
             mock: dict[str, Any] | None = None) -> None:
         """Append a case (the arguments of :class:`ResolvedCase`)."""
         row = len(self._ids)
-        self._ids.append(sys.intern(case_id))  # the same string as the run's keys and records hold
+        # Not interned: the run's keys are made from these very strings, and the interpreter's
+        # dict of interned strings grew ~46 bytes a case (issue 16).
+        self._ids.append(case_id)
         self._trials.append(trials)
         raw = _task_json(prompt, expected, metadata)
         if raw is None:
