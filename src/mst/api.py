@@ -268,10 +268,11 @@ def _collect_and_grade(
 
 def _report_chunks(run: Run, resolved: ResolvedEval) -> ChunkStream:
     """The report's trial chunks, written as grading goes case by case: the report then reads
-    no transcript again (docs/report.md)."""
+    no transcript again (docs/report.md). The cases' (id, trials) are read from the resolved
+    columns: a list of tuples of them was ~70 bytes a case more at once (issue 16)."""
     from mst.report.html import stream_chunks
 
-    return stream_chunks(run, [(c.id, c.trials) for c in resolved.cases], [v.id for v in resolved.variants])
+    return stream_chunks(run, resolved.cases.id_trials(), [v.id for v in resolved.variants])
 
 
 def _finish(run: Run, resolved: ResolvedEval, sharded: Sharded | None = None,

@@ -18,7 +18,7 @@ from mst.config.errors import Problem, UserError
 from mst.config.load import EvalFile, load_eval, problems_from
 from mst.config.models import CaseConfig, EvalConfig, JudgeConfig, PairwiseConfig
 from mst.config.plugins import CLIENTS, UnknownPlugin, load
-from mst.config.resolved import ResolvedCase, ResolvedEval, ResolvedJudge
+from mst.config.resolved import CaseTable, ResolvedEval, ResolvedJudge
 from mst.config.yamlfile import subnode
 
 
@@ -35,7 +35,7 @@ def resolve_eval(path: Path) -> ResolvedEval:
     graders = _graders(config, str(path), base_dir, problems)
     if problems:
         raise UserError(problems)
-    return ResolvedEval(config, path, base_dir, digest, tuple(cases), pairwise, settings, graders)
+    return ResolvedEval(config, path, base_dir, digest, cases, pairwise, settings, graders)
 
 
 def _client_settings(loaded: EvalFile, file: str, problems: list[Problem]) -> dict[str, Any]:
@@ -56,9 +56,10 @@ def _client_settings(loaded: EvalFile, file: str, problems: list[Problem]) -> di
     return out
 
 
-def _cases(config: EvalConfig, path: Path, base_dir: Path, problems: list[Problem]) -> list[ResolvedCase]:
-    seen: dict[str, str] = {}
-    resolved = []
+def _cases(config: EvalConfig, path: Path, base_dir: Path, problems: list[Problem]) -> CaseTable:
+    """The eval's cases, added to a :class:`CaseTable` as they are read (no object per case)."""
+    seen: set[str] = set()  # a case's place is found again only when another repeats its id
+    resolved = CaseTable()
     shared = _shared()
     judges_cache: dict[str, ResolvedJudge] = {}
     # Most cases add no assertions or judges of their own: theirs are the eval's, made once.
@@ -66,9 +67,10 @@ def _cases(config: EvalConfig, path: Path, base_dir: Path, problems: list[Proble
     no_judges = shared(())
     for case, where in _case_configs(config, path, base_dir, problems):
         if case.id in seen:
-            problems.append(Problem(str(path), f"case id {case.id!r} at {where} repeats the one at {seen[case.id]}"))
+            first = _place_of(case.id, config, path, base_dir)
+            problems.append(Problem(str(path), f"case id {case.id!r} at {where} repeats the one at {first}"))
             continue
-        seen[case.id] = where
+        seen.add(case.id)
         if case.mock:
             _check_mock(case.mock, where, problems)
         own = case.assertions
@@ -76,11 +78,15 @@ def _cases(config: EvalConfig, path: Path, base_dir: Path, problems: list[Proble
         judges = no_judges
         if config.judges or case.judges:
             judges = shared(_case_judges([*config.judges, *case.judges], judges_cache, base_dir, path, problems))
-        resolved.append(ResolvedCase(
-            id=case.id, prompt=case.prompt, expected=case.expected, metadata=case.metadata,
-            trials=case.trials or config.trials, assertions=assertions, judges=judges, mock=case.mock,
-        ))
+        resolved.add(case.id, case.prompt, case.expected, case.metadata, case.trials or config.trials,
+                     assertions, judges, case.mock)
     return resolved
+
+
+def _place_of(case_id: str, config: EvalConfig, path: Path, base_dir: Path) -> str:
+    """Where the first case of id ``case_id`` is (the cases read again: only for the problem
+    of a repeated id; keeping every case's place held ~130 bytes a case while resolving)."""
+    return next(where for case, where in _case_configs(config, path, base_dir, []) if case.id == case_id)
 
 
 def _case_judges(configs: list[JudgeConfig], cache: dict[str, ResolvedJudge], base_dir: Path, path: Path,

@@ -8,13 +8,16 @@ resumed grading can tell a verdict from the same judge from one by a changed jud
 from __future__ import annotations
 
 import math
-import sys
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, overload
 
 import orjson
 
+from mst._columns import ColumnPairs
 from mst.config.models import Assertion, EvalConfig, VariantConfig
 
 
@@ -35,21 +38,28 @@ class ResolvedJudge:
 _Task = tuple[str, Any, dict[str, Any]]
 
 
-def _packed_task(prompt: str, expected: Any, metadata: dict[str, Any]) -> bytes | _Task:
-    """The case's task as its JSON bytes when that reads back as the very same values (a dataset
-    row's strings, numbers, lists and objects), else as it is (a YAML date, a tuple, ...)."""
+def _task_json(prompt: str, expected: Any, metadata: dict[str, Any]) -> bytes | None:
+    """The task's JSON bytes (orjson's output, with its spare room) when they read back as the
+    very same values (a dataset row's strings, numbers, lists and objects); None when they would
+    not (a YAML date, a tuple, ...): such a task is kept as it is."""
     task = (prompt, expected, metadata)
     try:
         raw = orjson.dumps(task)
     except TypeError:
-        return task
+        return None
     if prompt.__class__ is str and metadata.__class__ is dict and not metadata and _plain(expected):
         # Most dataset rows: nothing that could read back otherwise, so no decode to compare
         # (the round trip cost 3-4x the encoding; bench/perf16_percase.md).
-        return bytes(memoryview(raw))
+        return raw
     back = orjson.loads(raw)
-    same = back == list(task) and _same_types(back, list(task))
-    return bytes(memoryview(raw)) if same else task  # right-sized: orjson's output keeps spare room
+    return raw if back == list(task) and _same_types(back, list(task)) else None
+
+
+def _packed_task(prompt: str, expected: Any, metadata: dict[str, Any]) -> bytes | _Task:
+    """The case's task as its JSON bytes when they read back the same (:func:`_task_json`),
+    else as it is."""
+    raw = _task_json(prompt, expected, metadata)
+    return (prompt, expected, metadata) if raw is None else bytes(memoryview(raw))  # right-sized
 
 
 def _plain(value: Any) -> bool:
@@ -73,36 +83,35 @@ def _same_types(a: Any, b: Any) -> bool:
 
 
 class ResolvedCase:
-    """One case, resolved. An eval may have a hundred thousand, each alive for the whole run: its
-    task (prompt, expected, metadata) is kept as its JSON bytes, a third of what the decoded row
-    costs, and decoded when read (once per attempt or grading; a fresh copy each time, so no
-    reader changes it for the next). Immutable, and equal by its fields, like a frozen dataclass.
+    """One case, resolved: its task (prompt, expected, metadata) is kept as its JSON bytes, a
+    third of what the decoded row costs, and decoded when read (once per attempt or grading; a
+    fresh copy each time, so no reader changes it for the next). Immutable, and equal by its
+    fields, like a frozen dataclass. A resolved eval's cases are not kept as these (see
+    :class:`CaseTable`): it makes one, a view of its row, each time a case is read.
     """
 
-    __slots__ = ("_task", "assertions", "id", "judges", "mock", "trials")
+    __slots__ = ("_table", "_task", "assertions", "id", "judges", "mock", "trials")
 
     id: str
     trials: int
     assertions: tuple[Assertion, ...]
     judges: tuple[ResolvedJudge, ...]
     mock: dict[str, Any] | None
-    _task: bytes | _Task
+    _task: bytes | _Task | int  # an int: the row of ``_table`` that holds the task
+    _table: CaseTable | None
 
     def __init__(self, id: str, prompt: str, expected: Any, metadata: dict[str, Any], trials: int,
                  assertions: tuple[Assertion, ...], judges: tuple[ResolvedJudge, ...],
                  mock: dict[str, Any] | None = None) -> None:
         # Through the slots' own setters (_SET, below): ``object.__setattr__`` looks each name up
-        # first, and a big eval makes a hundred thousand of these.
-        set_id, set_trials, set_assertions, set_judges, set_mock, set_task = _SET
-        set_id(self, sys.intern(id))  # the same string as the run's keys and records hold
-        set_trials(self, trials)
-        set_assertions(self, assertions)
-        set_judges(self, judges)
-        set_mock(self, mock)
-        set_task(self, _packed_task(prompt, expected, metadata))
+        # first. The id is not interned (see CaseTable.add).
+        _fill(self, id, trials, assertions, judges, mock, _packed_task(prompt, expected, metadata), None)
 
     def _unpacked(self) -> _Task:
         task = self._task
+        if type(task) is int:
+            assert self._table is not None
+            return self._table.task_at(task)
         if type(task) is bytes:
             prompt, expected, metadata = orjson.loads(task)
             return prompt, expected, metadata
@@ -151,7 +160,148 @@ class ResolvedCase:
 
 
 _SET: Final = tuple(ResolvedCase.__dict__[name].__set__
-                    for name in ("id", "trials", "assertions", "judges", "mock", "_task"))
+                    for name in ("id", "trials", "assertions", "judges", "mock", "_task", "_table"))
+
+
+def _fill(case: ResolvedCase, id: str, trials: int, assertions: tuple[Assertion, ...],
+          judges: tuple[ResolvedJudge, ...], mock: dict[str, Any] | None, task: bytes | _Task | int,
+          table: CaseTable | None) -> ResolvedCase:
+    """Set a new case's slots."""
+    set_id, set_trials, set_assertions, set_judges, set_mock, set_task, set_table = _SET
+    set_id(case, id)
+    set_trials(case, trials)
+    set_assertions(case, assertions)
+    set_judges(case, judges)
+    set_mock(case, mock)
+    set_task(case, task)
+    set_table(case, table)
+    return case
+
+
+_NEW: Final = object.__new__
+_Profile = tuple[tuple[Assertion, ...], tuple[ResolvedJudge, ...]]
+
+
+class CaseTable(Sequence[ResolvedCase]):
+    """A resolved eval's cases, held as columns: the ids (a list of the strings), the trial
+    counts (an array), every task's JSON bytes one after another in one buffer (an array of
+    where each ends), and a code per case into the distinct (assertions, judges) pairs, which
+    resolution shares between cases (most have the eval's own). Rare parts are kept by row: a
+    mock script, a task JSON would change. An object per case with its own bytes and an
+    interned id held ~270 bytes a case of a 100,000-case run, these ~120 (issue 16,
+    bench/perf16_memory.md).
+
+    Reads as a tuple of :class:`ResolvedCase`: each read makes the case afresh, a view of its
+    row (equal to the case it was made from, not the same object each time). Built once, by
+    :meth:`add`, then only read. :meth:`find` looks a case up by id."""
+
+    __slots__ = ("_codes", "_ends", "_ids", "_mocks", "_odd", "_order", "_profile_of", "_profiles", "_tasks",
+                 "_trials")
+
+    def __init__(self, cases: Iterable[ResolvedCase] = ()) -> None:
+        self._ids: list[str] = []
+        self._trials = array("I")
+        self._tasks = bytearray()
+        self._ends = array("I")  # where each task ends in _tasks ("q" once past 4 GiB)
+        self._codes = array("I")  # the row's index into _profiles
+        self._profiles: list[_Profile] = []
+        self._profile_of: dict[tuple[int, int], int] = {}  # by the tuples' ids (the list keeps them)
+        self._mocks: dict[int, dict[str, Any]] = {}
+        self._odd: dict[int, _Task] = {}  # tasks JSON would not give back the same
+        self._order: array[int] | None = None  # rows sorted by id, made by the first find
+        for case in cases:
+            self.add(case.id, *case.task(), case.trials, case.assertions, case.judges, case.mock)
+
+    def add(self, case_id: str, prompt: str, expected: Any, metadata: dict[str, Any], trials: int,
+            assertions: tuple[Assertion, ...], judges: tuple[ResolvedJudge, ...],
+            mock: dict[str, Any] | None = None) -> None:
+        """Append a case (the arguments of :class:`ResolvedCase`)."""
+        row = len(self._ids)
+        # Not interned: the run's keys are made from these very strings, and the interpreter's
+        # dict of interned strings grew ~46 bytes a case (issue 16).
+        self._ids.append(case_id)
+        self._trials.append(trials)
+        raw = _task_json(prompt, expected, metadata)
+        if raw is None:
+            self._odd[row] = (prompt, expected, metadata)
+        else:
+            self._tasks += raw
+        end = len(self._tasks)
+        if end >= 1 << 32 and self._ends.typecode == "I":
+            self._ends = array("q", self._ends)
+        self._ends.append(end)
+        key = (id(assertions), id(judges))
+        code = self._profile_of.get(key)
+        if code is None:
+            code = self._profile_of[key] = len(self._profiles)
+            self._profiles.append((assertions, judges))
+        self._codes.append(code)
+        if mock is not None:
+            self._mocks[row] = mock
+        self._order = None
+
+    def task_at(self, row: int) -> _Task:
+        """Row ``row``'s (prompt, expected, metadata), decoded afresh."""
+        odd = self._odd.get(row) if self._odd else None
+        if odd is not None:
+            return odd
+        start = self._ends[row - 1] if row else 0
+        prompt, expected, metadata = orjson.loads(self._tasks[start:self._ends[row]])
+        return prompt, expected, metadata
+
+    def _case(self, row: int) -> ResolvedCase:
+        assertions, judges = self._profiles[self._codes[row]]
+        return _fill(_NEW(ResolvedCase), self._ids[row], self._trials[row], assertions, judges,
+                     self._mocks.get(row) if self._mocks else None, row, self)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, index: int) -> ResolvedCase: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[ResolvedCase, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> ResolvedCase | tuple[ResolvedCase, ...]:
+        if isinstance(index, slice):
+            return tuple(map(self._case, range(*index.indices(len(self._ids)))))
+        return self._case(range(len(self._ids))[index])  # negative indexes, IndexError
+
+    def __iter__(self) -> Iterator[ResolvedCase]:
+        return map(self._case, range(len(self._ids)))
+
+    @property
+    def ids(self) -> Sequence[str]:
+        """The case ids, in order (the list held: not to be changed)."""
+        return self._ids
+
+    def id_trials(self) -> ColumnPairs[str, int]:
+        """``(id, trials)`` of every case, in order, read from the columns held (no copy)."""
+        return ColumnPairs(self._ids, self._trials)
+
+    def find(self, case_id: str) -> ResolvedCase | None:
+        """The case of id ``case_id``, None when there is none: a binary search of the rows
+        sorted by id (4 bytes a case, sorted once), not a dict of every case kept alive."""
+        order = self._order
+        if order is None:
+            ids = self._ids
+            order = self._order = array("I", sorted(range(len(ids)), key=ids.__getitem__))
+        at = bisect_left(order, case_id, key=self._ids.__getitem__)
+        if at < len(order) and self._ids[order[at]] == case_id:
+            return self._case(order[at])
+        return None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CaseTable | tuple | list):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"CaseTable({len(self)} cases)"
 
 
 @dataclass(frozen=True)
@@ -160,10 +310,14 @@ class ResolvedEval:
     path: Path  # the eval file
     base_dir: Path  # the eval file's directory: code judges and relative paths resolve here
     digest: str  # sha256 of the eval file's bytes
-    cases: tuple[ResolvedCase, ...]
+    cases: CaseTable  # given as any sequence of cases, kept as a CaseTable
     pairwise: ResolvedJudge | None
     client_settings: dict[str, Any] = field(default_factory=dict)  # variant id -> validated settings
     graders: Any = None  # mst.graders.GradersConfig
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.cases, CaseTable):
+            object.__setattr__(self, "cases", CaseTable(self.cases))
 
     @property
     def variants(self) -> list[VariantConfig]:
@@ -174,9 +328,8 @@ class ResolvedEval:
         return next((v for v in self.config.variants if v.baseline), None)
 
     def case(self, case_id: str) -> ResolvedCase:
-        """A case by id, in O(1): callers look cases up once per trial."""
-        by_id: dict[str, ResolvedCase] | None = self.__dict__.get("_by_id")
-        if by_id is None:
-            by_id = {c.id: c for c in self.cases}
-            object.__setattr__(self, "_by_id", by_id)
-        return by_id[case_id]
+        """A case by id (KeyError when there is none), in O(log n): see :meth:`CaseTable.find`."""
+        case = self.cases.find(case_id)
+        if case is None:
+            raise KeyError(case_id)
+        return case

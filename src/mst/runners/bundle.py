@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from mst import __version__
 from mst.config.models import Assertion, EvalConfig
-from mst.config.resolved import ResolvedCase, ResolvedEval, ResolvedJudge
+from mst.config.resolved import CaseTable, ResolvedCase, ResolvedEval, ResolvedJudge
 from mst.fileio import atomic_write_json, read_json
 from mst.graders.config import GradersConfig, GraderSpec
 from mst.grading.judges import ENTRY_POINT_GROUP
@@ -272,7 +272,7 @@ def resolved_from(bundle: Bundle, directory: Path) -> ResolvedEval:
     # Code judges import from code/; clients resolve relative paths where the eval lived, when
     # this machine has it (a process worker), else in the bundle (the image must provide them).
     base_dir = code_dir if bundle.kind == "grade-bundle" or not original.is_dir() else original
-    cases = tuple(ResolvedCase(
+    cases = CaseTable(ResolvedCase(
         id=c.id, prompt=c.prompt, expected=c.expected, metadata=c.metadata, trials=c.trials,
         assertions=tuple(_ASSERTION.validate_python(a) for a in c.assertions),
         judges=tuple(_judge(j) for j in c.judges), mock=c.mock,

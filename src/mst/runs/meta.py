@@ -10,7 +10,6 @@ what changed (docs/grading.md). The typed views (:class:`Phases`, :class:`EvalRe
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -273,15 +272,15 @@ class RunMeta:
     @property
     def case_ids(self) -> set[str]:
         """Decoded a block of cases at a time (see :meth:`_Packed.elements`): `mst run` checks
-        them before grading, and the whole list decoded was its peak of memory. Interned: the
-        resolved cases hold the same ids, so the set holds theirs, not a copy of each."""
+        them before grading, and the whole list decoded was its peak of memory."""
         return set(self.iter_case_ids())
 
     def iter_case_ids(self) -> Iterator[str]:
-        """The case ids in run.json's order, interned, decoded a block of cases at a time: for a
-        check that needs no set of them (a set is ~60 bytes an id; issue 16)."""
+        """The case ids in run.json's order, decoded a block of cases at a time: for a check that
+        needs no set of them (a set is ~60 bytes an id; issue 16). Not interned: that would grow
+        the interpreter's dict of interned strings by a case each, for good (see CaseTable.add)."""
         cases = self._data["cases"]
-        return (sys.intern(str(c["id"])) for c in (cases.elements() if isinstance(cases, _Packed) else cases))
+        return (str(c["id"]) for c in (cases.elements() if isinstance(cases, _Packed) else cases))
 
     @property
     def cases(self) -> tuple[Mapping[str, Any], ...]:

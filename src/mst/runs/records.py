@@ -160,8 +160,7 @@ class KeyIndex(Generic[K]):
 
     def _case_number(self, case: str) -> int:
         number = self._cases.get(case)
-        if number is None:
-            case = sys.intern(case)
+        if number is None:  # the string kept as given (a resolved case's id): see CaseTable.add
             number = self._cases[case] = len(self._case_names)
             self._case_names.append(case)
         return number
