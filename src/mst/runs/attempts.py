@@ -126,18 +126,11 @@ class AttemptRecord(JsonView):
 
     @property
     def duration_ms(self) -> float | None:
-        value = self._data.get("durationMs")
-        return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+        return duration_of(self._data)
 
     @property
     def usage(self) -> Mapping[str, Any]:
-        usage = self._data.get("usage")
-        if usage.__class__ is not dict:
-            return _EMPTY
-        for value in usage.values():
-            if value.__class__ is dict or value.__class__ is list:
-                return freeze(usage)  # type: ignore[no-any-return]
-        return MappingProxyType(usage)  # flat counts, the common case: read-only without a copy
+        return usage_of(self._data)
 
     @property
     def diagnostics(self) -> Mapping[str, Any] | None:
@@ -153,10 +146,29 @@ class AttemptRecord(JsonView):
         return f"AttemptRecord({self.variant}/{self.case}/{self.trial}, {endings.describe(self.ending)})"
 
 
+def duration_of(data: Mapping[str, Any]) -> float | None:
+    """:attr:`AttemptRecord.duration_ms` of the record's stored JSON object ``data``: for a
+    reader of a field or two of every attempt (the summary), without making the record."""
+    value = data.get("durationMs")
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def usage_of(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """:attr:`AttemptRecord.usage` of the record's stored JSON object ``data`` (read-only), as
+    :func:`duration_of`."""
+    usage = data.get("usage")
+    if usage.__class__ is not dict:
+        return _EMPTY
+    for value in usage.values():  # type: ignore[union-attr]
+        if value.__class__ is dict or value.__class__ is list:
+            return freeze(usage)  # type: ignore[no-any-return]
+    return MappingProxyType(usage)  # type: ignore[arg-type]  # flat counts, the common case: read-only without a copy
+
+
 def ending_of(record: AttemptRecord) -> endings.Ending:
     """The store's per-record summary, decoded (and so checked) when the record is stored:
     readers of endings never decode the record again."""
     return record.ending
 
 
-__all__ = ["AttemptRecord", "ending_of"]
+__all__ = ["AttemptRecord", "duration_of", "ending_of", "usage_of"]

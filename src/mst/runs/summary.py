@@ -16,6 +16,7 @@ import orjson
 
 from mst import endings
 from mst.config.resolved import ResolvedEval
+from mst.runs.attempts import duration_of, usage_of
 from mst.runs.compare import PASS_RATE, PASS_RATE_METRIC, Columns, Comparison, Metric, compare, metric_mean
 from mst.runs.frozen import JsonView, freeze
 from mst.runs.grading_records import MEASURED, VerdictRecord, trial_passed
@@ -249,7 +250,7 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
     judge_refs: dict[str, str] = {}
     for case in resolved.cases:
         passes: list[bool | None] = []
-        case_values: dict[str, list[float | None]] = defaultdict(list)
+        case_values: dict[str, list[float | None]] = {}  # column -> the case's trial values
         for trial in range(case.trials):
             key = (variant, case.id, trial)
             slot = attempts.slot_of(key)
@@ -270,33 +271,41 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
             passed = None if grade is None else trial_passed(bool(grade.get("errors")), verdicts)
             ungraded += passed is None
             passes.append(passed)
-            record = attempts.at(slot)
+            # Its stored JSON too, not an AttemptRecord: two fields are read (its key and
+            # ending were checked when it was stored).
+            record = attempts.json_at(slot)
             assert record is not None
-            for name, value in record.usage.items():
+            for name, value in usage_of(record).items():
                 if isinstance(value, int | float):
                     usage[name] += value
-            duration = record.duration_ms
+            duration = duration_of(record)
             if duration is not None:
                 durations.append(float(duration))
             for g in (grade.get("graders") or ()) if grade is not None else ():
                 gid = g["id"]
                 ref = grader_refs.get(gid) or grader_refs.setdefault(gid, "grader:" + gid)
-                case_values[ref].append(g.get("value") if g["status"] in MEASURED else None)
+                value = g.get("value") if g["status"] in MEASURED else None
+                held = case_values.get(ref)
+                if held is None:
+                    case_values[ref] = [value]
+                else:
+                    held.append(value)
             for verdict in verdicts:
                 tally.add(verdict)
                 if verdict.score is not None:
                     name = verdict.judge
                     ref = judge_refs.get(name) or judge_refs.setdefault(name, "judge:" + name)
-                    case_values[ref].append(verdict.score)
+                    case_values.setdefault(ref, []).append(verdict.score)
         trials = CaseTrials(case.trials, tuple(passes))
         trials = alike.setdefault(trials, trials) if len(alike) < _SHARED_TRIALS else alike.get(trials, trials)
         cases.append(trials)
         rate = _complete_rate(trials, rule)
-        columns.add_case(case.id, {PASS_RATE: rate,
-                                   **{ref: _case_mean(values, case.id) for ref, values in case_values.items()}})
-        if rate is not None:
-            for ref, values in case_values.items():
+        row: dict[str, float | None] = {PASS_RATE: rate}
+        for ref, values in case_values.items():
+            row[ref] = _case_mean(values, case.id)
+            if rate is not None:
                 used[ref] += len(values) - values.count(None)
+        columns.add_case(case.id, row)
     extra = {
         "trials": {"total": sum(outcomes.values()), "ungraded": ungraded, "outcomes": dict(sorted(outcomes.items()))},
         "infrastructure": {"total": sum(infra.values()), "retryable": retryable, "byWhat": dict(sorted(infra.items()))},
@@ -317,7 +326,12 @@ def _complete_rate(trials: CaseTrials, rule: CasePassRule) -> float | None:
 
 def _case_mean(values: list[float | None], case_id: str) -> float | None:
     if len(values) == 1:  # one trial: the value itself (fsum of one float is that float)
-        return None if values[0] is None else finite(values[0], case_id)
+        value = values[0]
+        if value is None:
+            return None
+        if value.__class__ is float and value - value == 0.0:  # finite: what finite() checks, without the call
+            return value
+        return finite(value, case_id)
     summed = case_sum(values, case_id)
     return None if summed is None else summed[0] / summed[1]
 
