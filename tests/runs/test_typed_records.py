@@ -143,3 +143,16 @@ def test_pair_records_decode_alike_inline_and_checked() -> None:
         PairRecord.from_json({**pair, "ab": "left"})
     with pytest.raises(RecordError, match="'ba'"):
         PairRecord.from_json({"trial": 0, "ab": "tie", "preference": "tie"})
+    with pytest.raises(RecordError, match="sides"):
+        PairRecord.from_json({**pair, "ab": ["tie"]})  # unhashable: still the checked path's error
+
+
+def test_decoded_pairs_share_one_string_per_side() -> None:
+    """A summary holds every pair's sides at once (runs/summary.py ``_pairwise``): decoded
+    pairs refer to the shared side strings, not to a fresh decoded copy each."""
+    from mst.runs.grading_records import SIDES, PairRecord
+
+    records = [PairRecord.from_json(orjson.loads(b'{"trial":0,"ab":"candidate","ba":"tie","preference":"baseline"}'))
+               for _ in range(3)]
+    for pair in records:
+        assert pair.ab is SIDES[0] and pair.ba is SIDES[2] and pair.preference is SIDES[1]

@@ -240,6 +240,7 @@ class TrialGrading:
 
 
 SIDES = ("candidate", "baseline", "tie")
+_SIDE: dict[Any, Side] = {"candidate": "candidate", "baseline": "baseline", "tie": "tie"}
 
 
 class PairRecord(NamedTuple):
@@ -268,9 +269,12 @@ class PairRecord(NamedTuple):
     def from_json(cls, data: Mapping[str, Any]) -> PairRecord:
         try:  # the shape every pair mst writes has, read inline; anything else is checked below
             trial, ab, ba, preference = data["trial"], data["ab"], data["ba"], data["preference"]
+            # Each side as the one shared string (a summary holds every pair's sides at once),
+            # not the decoded copy; None for any other value (TypeError: an unhashable one).
+            ab, ba, preference = _SIDE.get(ab), _SIDE.get(ba), _SIDE.get(preference)
         except (KeyError, TypeError):
             return cls._checked(data)
-        if trial.__class__ is not int or ab not in SIDES or ba not in SIDES or preference not in SIDES:
+        if trial.__class__ is not int or ab is None or ba is None or preference is None:
             return cls._checked(data)
         usage = data.get("usage")
         return _new(cls, (trial, ab, ba, preference, data.get("reasons"), tuple(usage) if usage else (),

@@ -353,8 +353,11 @@ def _pairwise(run: Run, variant: str, resolved: ResolvedEval, columns: Mapping[s
     if resolved.pairwise is None or resolved.baseline is None or variant == resolved.baseline.id:
         return None
     mine, base = columns[variant], columns[resolved.baseline.id]
+    # Held for every compared case at once (a run's peak was here): the two orders as two lists
+    # of the shared side strings (PairRecord.from_json), not a tuple a pair.
     prefs: list[str | None] = []
-    orders: list[tuple[str, str]] = []
+    ab: list[str] = []
+    ba: list[str] = []
     left_out = 0
     for i, case in enumerate(resolved.cases):
         record = run.comparisons.get((variant, case.id))
@@ -365,6 +368,9 @@ def _pairwise(run: Run, variant: str, resolved: ResolvedEval, columns: Mapping[s
             left_out += 1
             continue
         prefs.append(record.preference)
-        orders.extend((pair.ab, pair.ba) for pair in record.pairs)
-    return {**preference_counts(prefs, confidence), "excludedIncomplete": left_out, "flips": flip_rate(orders)}
+        for pair in record.pairs:
+            ab.append(pair.ab)
+            ba.append(pair.ba)
+    return {**preference_counts(prefs, confidence), "excludedIncomplete": left_out,
+            "flips": flip_rate(zip(ab, ba, strict=True))}
 
