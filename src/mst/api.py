@@ -90,7 +90,7 @@ def run_eval(
         held.callback(lock.release)
         run = Run(paths, made[0])
         write_latest(paths)
-        count = len(resolved.variants) * sum(c.trials for c in resolved.cases)
+        count = len(resolved.variants) * sum(resolved.cases.trials)
         return _collect_and_grade(run, resolved, all_attempts(resolved), count, secrets, concurrency, progress,
                                   opened, confidence=confidence)
 
@@ -371,7 +371,7 @@ def _new_regrade(source: Run, resolved: ResolvedEval, runs_dir: Path | None, con
     if source.meta.phases.collect != "complete" and not source.attempts:
         raise UserError(Problem(str(source.paths.root), "the run has no collected attempts to grade"))
     run_case_ids = source.meta.case_ids
-    eval_case_ids = {c.id for c in resolved.cases}
+    eval_case_ids = set(resolved.cases.ids)
     if run_case_ids != eval_case_ids:
         raise UserError(Problem(str(resolved.path), "the eval's cases differ from the run's "
                                 f"({_diff(run_case_ids, eval_case_ids)}); regrade with the eval the run used"))
@@ -427,7 +427,7 @@ def _meta(run_id: str, resolved: ResolvedEval, *, no_grade: bool) -> dict[str, A
         "seed": cfg.seed,
         "variants": [{"id": v.id, "client": v.client, "model": v.model, "baseline": v.baseline}
                      for v in cfg.variants],
-        "cases": [{"id": c.id, "trials": c.trials} for c in resolved.cases],
+        "cases": [{"id": i, "trials": t} for i, t in resolved.cases.id_trials()],
         "phases": {"collect": "partial", "grade": "skipped" if no_grade else "partial"},
         "noGrade": no_grade,
         "metrics": list(cfg.metrics),

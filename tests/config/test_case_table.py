@@ -39,6 +39,7 @@ def test_the_table_reads_back_the_cases_it_was_made_from() -> None:
     assert table[1].judges == (_JUDGE,) and table[1].judges is cases[1].judges
     assert table[3].task() == ("p4", -0.0, {}) and str(table[3].expected) == "-0.0"
     assert list(table.id_trials()) == [("a", 1), ("c", 3), ("b", 2), ("d", 1)]
+    assert list(table.ids) == ["a", "c", "b", "d"] and list(table.trials) == [1, 3, 2, 1]
     with pytest.raises(IndexError):
         table[4]
 

@@ -56,7 +56,7 @@ def validate(eval_file: Path) -> None:
     from mst.config.resolve import resolve_eval
 
     resolved = resolve_eval(eval_file)
-    trials = sum(c.trials for c in resolved.cases) * len(resolved.variants)
+    trials = sum(resolved.cases.trials) * len(resolved.variants)
     click.echo(f"ok: {eval_file}: {len(resolved.cases)} cases, {len(resolved.variants)} variants, "
                f"{trials} attempts")
 

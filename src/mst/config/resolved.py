@@ -276,6 +276,12 @@ class CaseTable(Sequence[ResolvedCase]):
         """The case ids, in order (the list held: not to be changed)."""
         return self._ids
 
+    @property
+    def trials(self) -> Sequence[int]:
+        """Each case's trial count, in order (the array held: not to be changed); a loop that
+        reads only ids and trials reads the columns, with no case made per row."""
+        return self._trials
+
     def id_trials(self) -> ColumnPairs[str, int]:
         """``(id, trials)`` of every case, in order, read from the columns held (no copy)."""
         return ColumnPairs(self._ids, self._trials)

@@ -119,7 +119,9 @@ def judge_sets(resolved: ResolvedEval) -> JudgeSets:
     lists: dict[int, tuple[tuple[ResolvedJudge, ...], int]] = {}
     distinct: list[list[str]] = []
     codes = array("H")
+    ids: list[str] = []  # read in this loop: each read of resolved.cases makes its cases afresh
     for c in resolved.cases:
+        ids.append(c.id)
         held = lists.get(id(c.judges))
         if held is None or held[0] is not c.judges:
             if len(distinct) == 1 << 16:  # more distinct sets than two bytes name: four
@@ -127,7 +129,7 @@ def judge_sets(resolved: ResolvedEval) -> JudgeSets:
             held = lists[id(c.judges)] = (c.judges, len(distinct))
             distinct.append(sorted(j.id for j in c.judges))
         codes.append(held[1])
-    return JudgeSets([c.id for c in resolved.cases], codes, distinct)
+    return JudgeSets(ids, codes, distinct)
 
 
 def grader_ids(graders: GradersConfig | None) -> list[str]:

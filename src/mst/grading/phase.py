@@ -163,7 +163,7 @@ def _refuse_changed_judges(run: Run, resolved: ResolvedEval, context: GradingCon
     recorded = run.meta.grading
     if recorded is None:
         return
-    if not same_ids(run.meta.iter_case_ids(), (c.id for c in resolved.cases)):
+    if not same_ids(run.meta.iter_case_ids(), resolved.cases.ids):
         raise UserError(Problem(str(run.paths.run_json), "the eval's cases changed since this run was graded; "
                                 "regrade it with `mst grade RUN` instead of --resume"))
     pairwise = resolved.pairwise.id if resolved.pairwise else None
