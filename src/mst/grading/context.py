@@ -27,18 +27,38 @@ if TYPE_CHECKING:
     from mst.session.events import Event
 
 
-@dataclass(frozen=True, slots=True)
 class CasePlan:
     """A case's graders as grading walks them: its view, and the unique names and identities of its
-    assertions and judges (shared by the cases that have the same ones)."""
+    assertions and judges (shared by the cases that have the same ones).
 
-    view: CaseView
+    The view is made when first read: only a judge reads it, and making it decodes the case's
+    packed task, once per case graded (a second decode beside the trial's own,
+    :meth:`TrialView.of`) in an eval of assertions and graders alone."""
+
+    __slots__ = ("_case", "_view", "assertions", "judges")
+
     assertions: tuple[tuple[str, str, Assertion], ...]  # (name, identity, assertion)
     judges: tuple[tuple[str, ResolvedJudge], ...]  # (name, judge)
 
+    def __init__(self, case: ResolvedCase, assertions: tuple[tuple[str, str, Assertion], ...],
+                 judges: tuple[tuple[str, ResolvedJudge], ...]) -> None:
+        self._case: ResolvedCase | None = case
+        self._view: CaseView | None = None
+        self.assertions, self.judges = assertions, judges
+
     @classmethod
     def of(cls, case: ResolvedCase) -> CasePlan:
-        return cls(CaseView.of(case), *_named(case.assertions, case.judges))
+        return cls(case, *_named(case.assertions, case.judges))
+
+    @property
+    def view(self) -> CaseView:
+        """The case as a judge sees it (:class:`CaseView`), made once; the case is then let go."""
+        view = self._view
+        if view is None:
+            assert self._case is not None
+            view = self._view = CaseView.of(self._case)
+            self._case = None
+        return view
 
     def names(self) -> list[tuple[str, str]]:
         """(name, identity) of every assertion and judge, in grading order."""
@@ -183,7 +203,7 @@ class GradingContext:
         held = self._named.get(key)
         if held is None or held[0] is not case.assertions or held[1] is not case.judges:
             held = self._named[key] = (case.assertions, case.judges, _named(case.assertions, case.judges))
-        plan = CasePlan(CaseView.of(case), *held[2])
+        plan = CasePlan(case, *held[2])
         self._last = (case, plan)
         return plan
 

@@ -80,8 +80,17 @@ for _kind in JUDGE_KINDS:
 
 
 def judges_of(resolved: ResolvedEval) -> list[ResolvedJudge]:
-    """Every distinct judge of the eval (by identity), the pairwise judge last."""
-    found = {j.identity: j for case in resolved.cases for j in case.judges}
+    """Every distinct judge of the eval (by identity), the pairwise judge last. Cases share their
+    judges' tuple (resolution gives most the eval's own): a case with the previous case's tuple
+    adds nothing, and is passed over."""
+    found: dict[str, ResolvedJudge] = {}
+    last: tuple[ResolvedJudge, ...] | None = None
+    for case in resolved.cases:
+        judges = case.judges
+        if judges is not last:
+            last = judges
+            for j in judges:
+                found[j.identity] = j
     if resolved.pairwise is not None:
         found.setdefault(resolved.pairwise.identity, resolved.pairwise)
     return list(found.values())
@@ -127,10 +136,12 @@ def check(judges: Iterable[ResolvedJudge], keys: Keys, base_dir: Path | None, *,
     return missing
 
 
-def needed_env(resolved: ResolvedEval) -> list[str]:
-    """Every key any judge of the eval needs: what a grade worker must be given."""
+def needed_env(resolved: ResolvedEval, judges: Iterable[ResolvedJudge] | None = None) -> list[str]:
+    """Every key any judge of the eval needs: what a grade worker must be given. ``judges`` are
+    the eval's :func:`judges_of` when the caller has them (each reading of its cases makes every
+    case afresh)."""
     names: dict[str, None] = {}
-    for judge in judges_of(resolved):
+    for judge in judges_of(resolved) if judges is None else judges:
         needs_of = _KINDS.get(judge.source)
         try:
             needs = needs_of(judge, resolved.base_dir) if needs_of is not None else JudgeNeeds()
