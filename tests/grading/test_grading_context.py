@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import orjson
 import pytest
-from tests.grading.grading_helpers import make_case
+from tests.grading.grading_helpers import make_case, task_decodes
 
-from mst.config import resolved as resolved_module
 from mst.config.resolved import ResolvedCase, ResolvedEval
 from mst.grading.context import CasePlan, GradingContext, judge_sets
 
@@ -33,15 +29,7 @@ def test_a_plan_decodes_its_case_only_when_a_judge_reads_its_view(monkeypatch: p
     from mst.grading.sources import LiveSource
 
     case = make_case(assertions=[{"type": "contains", "value": "42"}], expected="42")
-    decodes: list[bytes] = []
-
-    class Counting:
-        @staticmethod
-        def loads(raw: bytes) -> Any:
-            decodes.append(raw)
-            return orjson.loads(raw)
-
-    monkeypatch.setattr(resolved_module, "orjson", Counting)
+    decodes = task_decodes(monkeypatch)
     context = GradingContext()
     trial = TrialView.of(case, variant="v", trial=0, answer="42", ending={"kind": "trial"}, transcript=None)
     grading = grade_trial(trial, case, LiveSource(None), context=context)
