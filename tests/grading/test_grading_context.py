@@ -44,6 +44,7 @@ def test_judge_sets_share_one_list_between_cases_of_the_same_judges() -> None:
     cases = (first, ResolvedCase("c2", "p", None, {}, 1, (), first.judges))
     resolved = ResolvedEval.__new__(ResolvedEval)
     object.__setattr__(resolved, "cases", cases)
+    object.__setattr__(resolved, "pairwise", None)
     sets = judge_sets(resolved)
     assert sets == {"c1": [], "c2": []} and sets["c1"] is sets["c2"]
 

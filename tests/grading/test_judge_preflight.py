@@ -111,13 +111,15 @@ def test_an_unknown_kind_is_named() -> None:
 
 
 def test_the_judges_of_an_eval_are_read_from_its_cases_once() -> None:
-    """`mst run` asks for the eval's judges three times, and each reading of its cases makes every
-    case afresh: they are read once per resolved eval, the same judges, in the same order, as a
-    reading of the cases gives; another eval (or a dropped one's successor) reads its own."""
+    """`mst run` asks for the eval's judges four times (with the grading context's judge sets),
+    and each reading of its cases makes every case afresh: they are read once per resolved eval,
+    the same judges, in the same order, as a reading of the cases gives; another eval (or a
+    dropped one's successor) reads its own."""
     import gc
     from dataclasses import replace
 
     from mst.config.resolved import CaseTable, ResolvedCase, ResolvedEval
+    from mst.grading.context import judge_sets
     from mst.grading.preflight import judges_of
 
     a, b, pair = (ResolvedJudge(id=n, target="t", source="code", options={}, threshold=0.5, version="1",
@@ -144,6 +146,8 @@ def test_the_judges_of_an_eval_are_read_from_its_cases_once() -> None:
         assert first == expected and [j.id for j in first] == ["a2", "b", "p"]
         first.append(a)  # the caller's own list
         assert judges_of(resolved) == expected and reads == [7]
+        sets = judge_sets(resolved)  # the grading context's, from the same reading
+        assert sets["c2"] == ["b"] and sets["c0"] == ["a", "b"] and sets["c3"] == [] and reads == [7]
         other = ResolvedEval.__new__(ResolvedEval)
         object.__setattr__(other, "cases", CaseTable(cases[3:4]))
         object.__setattr__(other, "pairwise", None)

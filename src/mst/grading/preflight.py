@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib
 import shutil
 import subprocess
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Final
 
 from mst.config.errors import Problem, UserError
 from mst.config.resolved import ResolvedEval, ResolvedJudge
+from mst.grading.context import eval_judges
 from mst.grading.judges import JUDGE_KINDS, JudgeLoadError, kind_module, load_callable
 
 VERSION_TIMEOUT: Final = 30.0
@@ -81,47 +81,10 @@ for _kind in JUDGE_KINDS:
 
 
 def judges_of(resolved: ResolvedEval) -> list[ResolvedJudge]:
-    """Every distinct judge of the eval (by identity), the pairwise judge last (a new list)."""
-    return list(_JUDGES.of(resolved))
-
-
-def _distinct_judges(resolved: ResolvedEval) -> tuple[ResolvedJudge, ...]:
-    """:func:`judges_of`, read from the cases. They share their judges' tuple (resolution gives
-    most the eval's own): a case with the previous case's tuple adds nothing, and is passed over."""
-    found: dict[str, ResolvedJudge] = {}
-    last: tuple[ResolvedJudge, ...] | None = None
-    for case in resolved.cases:
-        judges = case.judges
-        if judges is not last:
-            last = judges
-            for j in judges:
-                found[j.identity] = j
-    if resolved.pairwise is not None:
-        found.setdefault(resolved.pairwise.identity, resolved.pairwise)
-    return tuple(found.values())
-
-
-class _Judges:
-    """The judges of the eval read last. `mst run` asks for them three times (the preflight, the
-    keys a grading needs, the grading's pool), and each reading of a resolved eval's cases makes
-    every case afresh (config/resolved.py ``CaseTable``): a few thousand instructions a case
-    each time (bench/perf16_gcompute.md, session 11). A resolved eval is immutable, so its
-    judges are read once; it is held weakly (a new eval reads its own, and a finished run's
-    cases are not kept alive by this)."""
-
-    __slots__ = ("held",)
-
-    def __init__(self) -> None:
-        self.held: tuple[weakref.ref[ResolvedEval], tuple[ResolvedJudge, ...]] | None = None
-
-    def of(self, resolved: ResolvedEval) -> tuple[ResolvedJudge, ...]:
-        held = self.held
-        if held is None or held[0]() is not resolved:
-            held = self.held = (weakref.ref(resolved), _distinct_judges(resolved))
-        return held[1]
-
-
-_JUDGES: Final = _Judges()
+    """Every distinct judge of the eval (by identity), the pairwise judge last (a new list): read
+    from its cases once per resolved eval, with the grading context's judge sets
+    (:func:`mst.grading.context.eval_judges`)."""
+    return list(eval_judges(resolved))
 
 
 @dataclass(frozen=True, slots=True)
