@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
+import pytest
 from pydantic import TypeAdapter
 
 from mst.config.models import Assertion, JudgeConfig, PairwiseConfig
@@ -39,6 +41,22 @@ def fixture_judge(name: str, **kw: Any) -> ResolvedJudge:
 
 def pairwise_judge(name: str, **kw: Any) -> ResolvedJudge:
     return resolve_judge(PairwiseConfig(id="pairwise", code=f"mst_fixture_judges:{name}", **kw), FIXTURES)
+
+
+def task_decodes(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The packed case tasks decoded from now on (config/resolved.py), each appended as read."""
+    from mst.config import resolved
+
+    decodes: list[bytes] = []
+
+    class Counting:
+        @staticmethod
+        def loads(raw: bytes) -> Any:
+            decodes.append(raw)
+            return orjson.loads(raw)
+
+    monkeypatch.setattr(resolved, "orjson", Counting)
+    return decodes
 
 
 def make_case(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tests.grading.grading_helpers import make_case
+import pytest
+from tests.grading.grading_helpers import make_case, task_decodes
 
 from mst.config.resolved import ResolvedCase, ResolvedEval
 from mst.grading.context import CasePlan, GradingContext, judge_sets
@@ -20,11 +21,30 @@ def test_cases_of_the_same_assertions_share_their_names_and_identities() -> None
     assert one.names() == CasePlan.of(first).names() and context.plan(first).view.id == "c1"
 
 
+def test_a_plan_decodes_its_case_only_when_a_judge_reads_its_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Grading a trial of assertions and graders alone decodes the case's task once (the trial's
+    view), not a second time for a case view no judge reads; read, the view is made once."""
+    from mst.grading.grade import grade_trial
+    from mst.grading.judges import TrialView
+    from mst.grading.sources import LiveSource
+
+    case = make_case(assertions=[{"type": "contains", "value": "42"}], expected="42")
+    decodes = task_decodes(monkeypatch)
+    context = GradingContext()
+    trial = TrialView.of(case, variant="v", trial=0, answer="42", ending={"kind": "trial"}, transcript=None)
+    grading = grade_trial(trial, case, LiveSource(None), context=context)
+    assert grading.status == "graded" and len(decodes) == 1  # the trial view's own
+    view = context.plan(case).view
+    assert (view.id, view.prompt, view.expected, view.metadata) == ("c1", "What is 6*7?", "42", {"topic": "math"})
+    assert context.plan(case).view is view and len(decodes) == 2
+
+
 def test_judge_sets_share_one_list_between_cases_of_the_same_judges() -> None:
     first = make_case()
     cases = (first, ResolvedCase("c2", "p", None, {}, 1, (), first.judges))
     resolved = ResolvedEval.__new__(ResolvedEval)
     object.__setattr__(resolved, "cases", cases)
+    object.__setattr__(resolved, "pairwise", None)
     sets = judge_sets(resolved)
     assert sets == {"c1": [], "c2": []} and sets["c1"] is sets["c2"]
 

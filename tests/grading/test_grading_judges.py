@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from grading_helpers import FIXTURES, fixture_judge, make_case, view
+from grading_helpers import FIXTURES, fixture_judge, make_case, task_decodes, view
 
 from mst.config.models import JudgeConfig, PairwiseConfig
 from mst.config.resolved import ResolvedJudge
@@ -293,22 +293,11 @@ def test_a_trial_view_hands_over_the_plain_bytes_it_read_once(tmp_path: Path) ->
 def test_views_decode_the_case_task_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A trial's view and a case's view each take prompt, expected and metadata from one decode
     of the case's packed task (a view is made per trial graded; a decode per field tripled it)."""
-    import orjson
-
-    from mst.config import resolved
     from mst.grading.judges import CaseView, TrialView
 
     case = make_case(expected="42")
     assert type(case._task) is bytes  # packed: each field read decodes it
-    decodes: list[bytes] = []
-
-    class Counting:
-        @staticmethod
-        def loads(raw: bytes) -> Any:
-            decodes.append(raw)
-            return orjson.loads(raw)
-
-    monkeypatch.setattr(resolved, "orjson", Counting)
+    decodes = task_decodes(monkeypatch)
     trial = TrialView.of(case, variant="v", trial=0, answer="42", ending={"kind": "trial"}, transcript=None)
     assert len(decodes) == 1
     assert (trial.prompt, trial.expected, trial.metadata) == ("What is 6*7?", "42", {"topic": "math"})

@@ -108,3 +108,52 @@ def test_keys_only_skips_programs_and_modules() -> None:
 def test_an_unknown_kind_is_named() -> None:
     (missing,) = check([_judge("no-such-kind")], Keys(lambda name: True, "x"), None)
     assert "no preflight is known for judges of kind 'no-such-kind'" in str(missing)
+
+
+def test_the_judges_of_an_eval_are_read_from_its_cases_once() -> None:
+    """`mst run` asks for the eval's judges four times (with the grading context's judge sets),
+    and each reading of its cases makes every case afresh: they are read once per resolved eval,
+    the same judges, in the same order, as a reading of the cases gives; another eval (or a
+    dropped one's successor) reads its own."""
+    import gc
+    from dataclasses import replace
+
+    from mst.config.resolved import CaseTable, ResolvedCase, ResolvedEval
+    from mst.grading.context import judge_sets
+    from mst.grading.preflight import judges_of
+
+    a, b, pair = (ResolvedJudge(id=n, target="t", source="code", options={}, threshold=0.5, version="1",
+                                identity=f"i-{n}") for n in ("a", "b", "p"))
+    again = replace(a, id="a2")  # the same identity: the later one is the judge, in the first's place
+    assert again != a
+    shared = (a, b)
+    cases = [ResolvedCase(f"c{i}", "p", None, {}, 1, (), judges)
+             for i, judges in enumerate([shared, shared, (b,), (), (again,), (again,), (b,)])]
+    expected = [*{j.identity: j for c in cases for j in c.judges}.values(), pair]  # what a scan of every case gives
+    resolved = ResolvedEval.__new__(ResolvedEval)
+    object.__setattr__(resolved, "cases", CaseTable(cases))
+    object.__setattr__(resolved, "pairwise", pair)
+    reads: list[int] = []
+    real_iter = CaseTable.__iter__
+
+    def counted(table: CaseTable) -> object:
+        reads.append(len(table))
+        return real_iter(table)
+
+    try:
+        CaseTable.__iter__ = counted  # type: ignore[method-assign]
+        first = judges_of(resolved)
+        assert first == expected and [j.id for j in first] == ["a2", "b", "p"]
+        first.append(a)  # the caller's own list
+        assert judges_of(resolved) == expected and reads == [7]
+        sets = judge_sets(resolved)  # the grading context's, from the same reading
+        assert sets["c2"] == ["b"] and sets["c0"] == ["a", "b"] and sets["c3"] == [] and reads == [7]
+        other = ResolvedEval.__new__(ResolvedEval)
+        object.__setattr__(other, "cases", CaseTable(cases[3:4]))
+        object.__setattr__(other, "pairwise", None)
+        assert judges_of(other) == [] and reads == [7, 1]
+        del resolved
+        gc.collect()
+        assert judges_of(other) == [] and reads == [7, 1]
+    finally:
+        CaseTable.__iter__ = real_iter  # type: ignore[method-assign]

@@ -8,10 +8,11 @@ cached in module globals keyed by object ids, and two runs in one process cannot
 
 from __future__ import annotations
 
+import weakref
 from array import array
 from collections.abc import ItemsView, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
@@ -27,18 +28,38 @@ if TYPE_CHECKING:
     from mst.session.events import Event
 
 
-@dataclass(frozen=True, slots=True)
 class CasePlan:
     """A case's graders as grading walks them: its view, and the unique names and identities of its
-    assertions and judges (shared by the cases that have the same ones)."""
+    assertions and judges (shared by the cases that have the same ones).
 
-    view: CaseView
+    The view is made when first read: only a judge reads it, and making it decodes the case's
+    packed task, once per case graded (a second decode beside the trial's own,
+    :meth:`TrialView.of`) in an eval of assertions and graders alone."""
+
+    __slots__ = ("_case", "_view", "assertions", "judges")
+
     assertions: tuple[tuple[str, str, Assertion], ...]  # (name, identity, assertion)
     judges: tuple[tuple[str, ResolvedJudge], ...]  # (name, judge)
 
+    def __init__(self, case: ResolvedCase, assertions: tuple[tuple[str, str, Assertion], ...],
+                 judges: tuple[tuple[str, ResolvedJudge], ...]) -> None:
+        self._case: ResolvedCase | None = case
+        self._view: CaseView | None = None
+        self.assertions, self.judges = assertions, judges
+
     @classmethod
     def of(cls, case: ResolvedCase) -> CasePlan:
-        return cls(CaseView.of(case), *_named(case.assertions, case.judges))
+        return cls(case, *_named(case.assertions, case.judges))
+
+    @property
+    def view(self) -> CaseView:
+        """The case as a judge sees it (:class:`CaseView`), made once; the case is then let go."""
+        view = self._view
+        if view is None:
+            assert self._case is not None
+            view = self._view = CaseView.of(self._case)
+            self._case = None
+        return view
 
     def names(self) -> list[tuple[str, str]]:
         """(name, identity) of every assertion and judge, in grading order."""
@@ -116,20 +137,63 @@ class _JudgeItems(ItemsView[str, list[str]]):
 def judge_sets(resolved: ResolvedEval) -> JudgeSets:
     """Each case's judge ids, sorted: what run.json's ``grading.judges`` records and resume
     compares. Cases that share their judges (resolution gives them one tuple) share one list."""
+    return _EVAL_JUDGES.of(resolved)[0]
+
+
+def eval_judges(resolved: ResolvedEval) -> tuple[ResolvedJudge, ...]:
+    """Every distinct judge of the eval (by identity: the last case's of each), the pairwise
+    judge last: :func:`mst.grading.preflight.judges_of`."""
+    return _EVAL_JUDGES.of(resolved)[1]
+
+
+def _judges_pass(resolved: ResolvedEval) -> tuple[JudgeSets, tuple[ResolvedJudge, ...]]:
+    """:func:`judge_sets` and :func:`eval_judges` from one reading of the cases."""
     lists: dict[int, tuple[tuple[ResolvedJudge, ...], int]] = {}
     distinct: list[list[str]] = []
     codes = array("H")
     ids: list[str] = []  # read in this loop: each read of resolved.cases makes its cases afresh
+    found: dict[str, ResolvedJudge] = {}
+    last: tuple[ResolvedJudge, ...] | None = None
     for c in resolved.cases:
         ids.append(c.id)
-        held = lists.get(id(c.judges))
-        if held is None or held[0] is not c.judges:
+        judges = c.judges
+        if judges is not last:  # the previous case's tuple adds no judge (most cases share one)
+            last = judges
+            for j in judges:
+                found[j.identity] = j
+        held = lists.get(id(judges))
+        if held is None or held[0] is not judges:
             if len(distinct) == 1 << 16:  # more distinct sets than two bytes name: four
                 codes = array("I", codes)
-            held = lists[id(c.judges)] = (c.judges, len(distinct))
-            distinct.append(sorted(j.id for j in c.judges))
+            held = lists[id(judges)] = (judges, len(distinct))
+            distinct.append(sorted(j.id for j in judges))
         codes.append(held[1])
-    return JudgeSets(ids, codes, distinct)
+    if resolved.pairwise is not None:
+        found.setdefault(resolved.pairwise.identity, resolved.pairwise)
+    return JudgeSets(ids, codes, distinct), tuple(found.values())
+
+
+class _EvalJudges:
+    """The judges of the eval read last. `mst run` asks for them four times (the preflight, the
+    keys a grading needs, the grading context, the grading's pool), and each reading of a
+    resolved eval's cases makes every case afresh (config/resolved.py ``CaseTable``): a few
+    thousand instructions a case each time (bench/perf16_gcompute.md, session 11). A resolved
+    eval is immutable, so its cases are read for them once; it is held weakly (a new eval reads
+    its own, and a finished run's cases are not kept alive by this)."""
+
+    __slots__ = ("held",)
+
+    def __init__(self) -> None:
+        self.held: tuple[weakref.ref[ResolvedEval], tuple[JudgeSets, tuple[ResolvedJudge, ...]]] | None = None
+
+    def of(self, resolved: ResolvedEval) -> tuple[JudgeSets, tuple[ResolvedJudge, ...]]:
+        held = self.held
+        if held is None or held[0]() is not resolved:
+            held = self.held = (weakref.ref(resolved), _judges_pass(resolved))
+        return held[1]
+
+
+_EVAL_JUDGES: Final = _EvalJudges()
 
 
 def grader_ids(graders: GradersConfig | None) -> list[str]:
@@ -183,7 +247,7 @@ class GradingContext:
         held = self._named.get(key)
         if held is None or held[0] is not case.assertions or held[1] is not case.judges:
             held = self._named[key] = (case.assertions, case.judges, _named(case.assertions, case.judges))
-        plan = CasePlan(CaseView.of(case), *held[2])
+        plan = CasePlan(case, *held[2])
         self._last = (case, plan)
         return plan
 
@@ -194,4 +258,4 @@ class GradingContext:
         return [self.redactor.value(e) for e in events] if self.redactor.active else events
 
 
-__all__ = ["CasePlan", "GradingContext", "JudgeSets", "grader_ids", "judge_sets"]
+__all__ = ["CasePlan", "GradingContext", "JudgeSets", "eval_judges", "grader_ids", "judge_sets"]

@@ -26,7 +26,7 @@ from mst.grading.context import GradingContext
 from mst.grading.grade import compare_pairwise, grade_trial
 from mst.grading.judge_access import using
 from mst.grading.judges import TrialView
-from mst.grading.preflight import needed_env
+from mst.grading.preflight import judges_of, needed_env
 from mst.grading.sources import GradingSource, LiveSource
 from mst.runs.files import Journal
 from mst.runs.grading_records import CaseComparison, TrialGrading, VerdictRecord
@@ -68,7 +68,6 @@ def plan_grading(run: Run, resolved: ResolvedEval, context: GradingContext, *, r
     resume_trials, resume_pairs = resume and len(run.trial_grades) > 0, resume and len(run.comparisons) > 0
     trials: KeyList[Key] = KeyList(index)  # slots, not key tuples: 8 bytes a trial
     plan = GradePlan(trials=trials)
-    cases = {c.id: c for c in resolved.cases}  # resolved.case() scans: quadratic over a big run
     for slot in run.attempts.slots_in_key_order():
         key = index.key(slot)
         if not endings.is_trial(run.ending(key)):
@@ -76,7 +75,8 @@ def plan_grading(run: Run, resolved: ResolvedEval, context: GradingContext, *, r
         earlier = run.trial_grades.get(key) if resume_trials else None
         if earlier is not None and earlier.try_number not in (None, _attempt_try(run, key)):
             earlier = None  # graded before the attempt was collected again: grade the new one afresh
-        if earlier is not None and earlier.status == "graded" and _still_valid(earlier, context, cases[key[1]]):
+        if earlier is not None and earlier.status == "graded" and _still_valid(earlier, context,
+                                                                                resolved.case(key[1])):
             continue
         trials.append_slot(slot)  # the slot in hand: no second look-up of the key
         if earlier is not None:
@@ -210,16 +210,16 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
     """
     source = source if source is not None else LiveSource(resolved.base_dir, context.access)
     progress.start("grade", len(plan.trials) + len(plan.pairs))
-    cases = {c.id: c for c in resolved.cases}  # resolved.case() scans: quadratic over a big run
 
     keep = plan.keep
     manifest_rel = _write_grader_manifest(run.root, context) if len(plan.trials) else None
 
-    def grade_one(key: Key, view: TrialView, attempt_try: int) -> tuple[TrialGrading, dict[str, Any], bytes | None]:
+    def grade_one(key: Key, case: ResolvedCase, view: TrialView,
+                  attempt_try: int) -> tuple[TrialGrading, dict[str, Any], bytes | None]:
         # The record is made with its final fields: the grader manifest's path (written above,
         # before any record names it) and the attempt's try, since one collected again later is
         # graded again (docs/run-directory.md).
-        grading = grade_trial(view, cases[key[1]], source, keep=keep.get(key) if keep else None, context=context,
+        grading = grade_trial(view, case, source, keep=keep.get(key) if keep else None, context=context,
                               graders_path=manifest_rel, try_number=attempt_try)
         for judge, stream in grading.streams:
             _write_stream(run, RunPaths.judge_stream_rel(judge, key[0], key[1], str(key[2])), stream, context)
@@ -228,21 +228,23 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
     def jobs() -> Iterator[tuple[Key | tuple[str, str], Callable[[], tuple[Any, dict[str, Any], bytes | None]]]]:
         # Case by case: its trials, then its comparisons, which reuse the views just read, so
         # each attempt record is read once. Views are read here, in this thread; only the
-        # judging runs in the pool.
-        for case_id, keys, pairs in _by_case(run, resolved, plan):
-            case = cases[case_id]
+        # judging runs in the pool. One view of the case serves all its trials (and its plan).
+        for case, keys, pairs in _by_case(run, resolved, plan):
+            case_id = case.id
             views: dict[Key, tuple[TrialView, int]] = {}
             for key in keys:
                 view, attempt_try = attempt_view(run, key, case)
                 if pairs:  # the comparison's own view: it must not keep the graded one's events alive
                     views[key] = (view.unread(), attempt_try)
-                yield key, functools.partial(grade_one, key, view, attempt_try)
+                yield key, functools.partial(grade_one, key, case, view, attempt_try)
             for candidate in pairs:
                 yield (candidate, case_id), _pairwise_job(run, resolved, candidate, case, source, context, views)
 
     cfg = resolved.config
-    workers = (cfg.gradingConcurrency or cfg.concurrency) if _calls_judges(resolved) else 1
-    judge_env = only(secrets, [*judge_secret_names(resolved), *needed_env(resolved)])  # only what they name
+    # Judges may wait on a network or a CLI; assertions and graders are CPU work a pool slows.
+    judges = judges_of(resolved)  # the pairwise judge too: none means no judge at all
+    workers = (cfg.gradingConcurrency or cfg.concurrency) if judges else 1
+    judge_env = only(secrets, [*judge_secret_names(resolved), *needed_env(resolved, judges)])  # only what they name
     compared: dict[tuple[str, str], bool] = {}  # the comparisons made here: complete or not
     # The grading's judge access is this thread's for the whole loop, so a code judge called here
     # finds it set already (LiveSource sets it per call only where it is not: a pool's thread).
@@ -273,10 +275,14 @@ def grade_run(run: Run, resolved: ResolvedEval, plan: GradePlan, context: Gradin
     run.meta = run.meta.with_phases(grade="complete" if complete else "partial")
 
 
-def _by_case(run: Run, resolved: ResolvedEval, plan: GradePlan) -> Iterator[tuple[str, list[Key], list[str]]]:
+def _by_case(run: Run, resolved: ResolvedEval,
+             plan: GradePlan) -> Iterator[tuple[ResolvedCase, list[Key], list[str]]]:
     """The plan case by case, in the eval's case order: ``(case, trials to grade, candidates to
     compare)``, the trials in key order within the case. The plan's trials are marked in one
-    byte per record slot, not copied into per-case lists of keys (a plan of 100,000 trials)."""
+    byte per record slot, not copied into per-case lists of keys (a plan of 100,000 trials).
+    The case is the one read of it here, for its trials and comparisons to share: grading
+    keeps no map of every case (each read of ``resolved.cases`` makes a view, ~130 bytes a
+    case held while a 100,000-case run grades; issue 16)."""
     index = run.attempts.key_index
     wanted = bytearray(len(index))
     left = 0
@@ -300,15 +306,15 @@ def _by_case(run: Run, resolved: ResolvedEval, plan: GradePlan) -> Iterator[tupl
         left -= len(keys)
         candidates = pairs.pop(case.id, [])
         if keys or candidates:
-            yield case.id, keys, candidates
+            yield case, keys, candidates
     if left:  # trials the eval's cases do not list as such (more trials than it has now): as planned
         for key in plan.trials:
             slot = index.find(key)
             if slot is not None and wanted[slot]:
                 wanted[slot] = 0
-                yield key[1], [key], []
+                yield resolved.case(key[1]), [key], []
     for case_id, candidates in pairs.items():
-        yield case_id, [], candidates
+        yield resolved.case(case_id), [], candidates
 
 
 Graded = TypeVar("Graded", TrialGrading, CaseComparison)
@@ -321,11 +327,6 @@ def _redacted(record: Graded, context: GradingContext) -> tuple[Graded, dict[str
         return record, data
     redacted: dict[str, Any] = context.redactor.value(data)
     return type(record).from_json(redacted), redacted  # type: ignore[return-value]
-
-
-def _calls_judges(resolved: ResolvedEval) -> bool:
-    """Judges may wait on a network or a CLI; assertions and graders are CPU work a pool slows."""
-    return resolved.pairwise is not None or any(c.judges for c in resolved.cases)
 
 
 def _in_order(jobs: Iterator[tuple[K, Callable[[], R]]], workers: int) -> Iterator[tuple[K, R]]:
@@ -424,11 +425,11 @@ def grading_complete(run: Run, resolved: ResolvedEval, compared: Mapping[tuple[s
         if not graded and endings.is_trial(run.ending(key)):
             return False
     if resolved.pairwise is not None and resolved.baseline is not None:
-        for case in resolved.cases:
+        for case_id in resolved.cases.ids:  # the column: no case made per row
             for variant in resolved.variants:
                 if variant.baseline:
                     continue
-                pair = (variant.id, case.id)
+                pair = (variant.id, case_id)
                 complete = compared.get(pair)
                 if complete is None:
                     comp = run.comparisons.get(pair)

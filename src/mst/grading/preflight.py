@@ -25,6 +25,7 @@ from typing import Final
 
 from mst.config.errors import Problem, UserError
 from mst.config.resolved import ResolvedEval, ResolvedJudge
+from mst.grading.context import eval_judges
 from mst.grading.judges import JUDGE_KINDS, JudgeLoadError, kind_module, load_callable
 
 VERSION_TIMEOUT: Final = 30.0
@@ -80,11 +81,10 @@ for _kind in JUDGE_KINDS:
 
 
 def judges_of(resolved: ResolvedEval) -> list[ResolvedJudge]:
-    """Every distinct judge of the eval (by identity), the pairwise judge last."""
-    found = {j.identity: j for case in resolved.cases for j in case.judges}
-    if resolved.pairwise is not None:
-        found.setdefault(resolved.pairwise.identity, resolved.pairwise)
-    return list(found.values())
+    """Every distinct judge of the eval (by identity), the pairwise judge last (a new list): read
+    from its cases once per resolved eval, with the grading context's judge sets
+    (:func:`mst.grading.context.eval_judges`)."""
+    return list(eval_judges(resolved))
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +127,12 @@ def check(judges: Iterable[ResolvedJudge], keys: Keys, base_dir: Path | None, *,
     return missing
 
 
-def needed_env(resolved: ResolvedEval) -> list[str]:
-    """Every key any judge of the eval needs: what a grade worker must be given."""
+def needed_env(resolved: ResolvedEval, judges: Iterable[ResolvedJudge] | None = None) -> list[str]:
+    """Every key any judge of the eval needs: what a grade worker must be given. ``judges`` are
+    the eval's :func:`judges_of` when the caller has them (each reading of its cases makes every
+    case afresh)."""
     names: dict[str, None] = {}
-    for judge in judges_of(resolved):
+    for judge in judges_of(resolved) if judges is None else judges:
         needs_of = _KINDS.get(judge.source)
         try:
             needs = needs_of(judge, resolved.base_dir) if needs_of is not None else JudgeNeeds()
