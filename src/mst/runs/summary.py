@@ -231,8 +231,10 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
     """The variant's trials per case (aligned with ``resolved.cases``; equal ones share one
     object: most cases of a big run have the same few), its totals, and its per-case columns."""
     cases: list[CaseTrials] = []
-    alike: dict[CaseTrials, CaseTrials] = {}
-    columns = Columns()
+    # Equal trials, one shared object and its pass rate, worked out once (case_status per case
+    # cost more than the look-up).
+    alike: dict[CaseTrials, tuple[CaseTrials, float | None]] = {}
+    columns = Columns.over(resolved.cases.ids)  # the eval's ids, held once for every variant
     used: Counter[str] = Counter()  # per metric, the trial values of complete cases
     infra: Counter[str] = Counter()
     retryable = 0
@@ -297,15 +299,19 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
                     ref = judge_refs.get(name) or judge_refs.setdefault(name, "judge:" + name)
                     case_values.setdefault(ref, []).append(verdict.score)
         trials = CaseTrials(case.trials, tuple(passes))
-        trials = alike.setdefault(trials, trials) if len(alike) < _SHARED_TRIALS else alike.get(trials, trials)
+        seen = alike.get(trials)
+        if seen is None:
+            seen = (trials, _complete_rate(trials, rule))
+            if len(alike) < _SHARED_TRIALS:
+                alike[trials] = seen
+        trials, rate = seen
         cases.append(trials)
-        rate = _complete_rate(trials, rule)
         row: dict[str, float | None] = {PASS_RATE: rate}
         for ref, values in case_values.items():
             row[ref] = _case_mean(values, case.id)
             if rate is not None:
                 used[ref] += len(values) - values.count(None)
-        columns.add_case(case.id, row)
+        columns.add_values(row)
     extra = {
         "trials": {"total": sum(outcomes.values()), "ungraded": ungraded, "outcomes": dict(sorted(outcomes.items()))},
         "infrastructure": {"total": sum(infra.values()), "retryable": retryable, "byWhat": dict(sorted(infra.items()))},
