@@ -83,3 +83,14 @@ def test_columns_over_known_ids_take_values_in_order_and_leave_the_ids_alone() -
     assert repr(got) == "[2.0, nan, -0.0]" and columns.row_values(0) == {"graders": {"g": 2.0}}
     with pytest.raises(ValueError, match="known ids"):
         columns.add_case("d", {})
+
+
+
+def test_row_values_read_a_column_of_floats_as_one_of_codes() -> None:
+    columns = Columns()
+    for i in range(300):  # past 256 distinct values: the column holds floats
+        columns.add_case(f"c{i}", {PASS_RATE: 1.0, "grader:g": i / 7 if i != 5 else None, "judge:j": -0.0})
+    assert columns.values["grader:g"]._codes is None and columns.values["judge:j"]._codes is not None
+    assert columns.row_values(299) == {"graders": {"g": 299 / 7}, "judges": {"j": -0.0}}
+    assert columns.row_values(5) == {"judges": {"j": -0.0}}
+    assert repr(columns.row_values(0)["judges"]["j"]) == "-0.0"

@@ -186,9 +186,14 @@ class Columns:
         if self._rows is None:
             self._rows = self._row_columns()
         for key, metric_id, column in self._rows:
-            v = column[index]
+            codes = column._codes  # Column.__getitem__ inlined: a call per column and case saved
+            v = column._palette[codes[index]] if codes is not None else column._floats[index]
             if v == v:  # not NaN
-                out.setdefault(key, {})[metric_id] = v
+                held = out.get(key)
+                if held is None:
+                    out[key] = {metric_id: v}
+                else:
+                    held[metric_id] = v
         return out
 
     def _row_columns(self) -> list[tuple[str, str, Column]]:
