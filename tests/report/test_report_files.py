@@ -13,7 +13,7 @@ from tests.helpers import load, only_run, run_cli
 
 from mst import fileio
 from mst.report.html import CHUNKS_DIR, PageData, render_page, write_report
-from mst.report.trials import CUT_EVENT, ChunkPlan, list_artifacts, transcript_json
+from mst.report.trials import CUT_EVENT, NO_ARTIFACTS, ChunkPlan, list_artifacts, transcript_json
 from mst.runs.layout import RunPaths
 from mst.runs.record_files import read_record_file
 from mst.runs.summary import Summary
@@ -137,6 +137,8 @@ def test_artifacts_are_listed_up_to_a_limit_and_the_rest_counted(tmp_path: Path)
     listed = list_artifacts(RunPaths(tmp_path), "artifacts/v/c/0", limit=3)
     assert listed == {"files": [["artifacts/v/c/0/f0.txt", 0], ["artifacts/v/c/0/f1.txt", 1],
                                 ["artifacts/v/c/0/f2.txt", 2]], "more": 2}
+    for none in (None, ""):  # what a trial without artifacts is written as, without the listing
+        assert orjson.dumps(list_artifacts(RunPaths(tmp_path), none)) == NO_ARTIFACTS
 
 
 def test_writing_again_replaces_the_generation_and_keeps_one(report_run: Path, tmp_path: Path) -> None:

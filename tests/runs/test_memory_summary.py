@@ -11,6 +11,8 @@ import math
 import random
 import tracemalloc
 
+import pytest
+
 from mst.runs.compare import Column, Columns
 from mst.statistics.rates import CaseTrials, pass_rate, variant_stats
 
@@ -119,3 +121,24 @@ def test_columns_keep_their_values_in_columns_of_codes() -> None:
     assert isinstance(columns.values["grader:g"], Column)
     assert columns.means("grader:g") == [-0.0] and math.copysign(1.0, columns.means("grader:g")[0]) < 0
     assert columns.incomplete() == 1 and columns.value("grader:g", 1) is None
+
+
+def test_variant_stats_work_out_a_shared_case_s_status_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cases sharing a CaseTrials object (as the summary's do) cost one case_status between them;
+    past the cap of remembered objects the figures are still those of every case."""
+    from mst.statistics import rates
+
+    calls: list[int] = []
+    real = rates.case_status
+
+    def counted(*args: object) -> object:
+        calls.append(1)
+        return real(*args)  # type: ignore[arg-type]
+
+    cases = _cases(500)
+    expected = variant_stats(cases)
+    monkeypatch.setattr(rates, "case_status", counted)
+    assert variant_stats(cases) == expected and len(calls) == len({id(ct) for ct in cases}) <= 9
+    monkeypatch.setattr(rates, "_SEEN", 2)
+    calls.clear()
+    assert variant_stats(cases) == expected and len(calls) > 9

@@ -32,6 +32,7 @@ CASES_PER_CHUNK: Final = 16
 TRANSCRIPT_BUDGET: Final = 512 * 1024  # bytes of transcript events per trial in the report
 MAX_ARTIFACTS: Final = 200  # files listed per trial (the rest counted, with a marker)
 CUT_EVENT: Final = "report.cut"
+NO_ARTIFACTS: Final = b'{"files":[],"more":0}'  # list_artifacts of a trial without artifacts, as JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +183,8 @@ def _trial(run: Run, key: Key, held: tuple[bytes, bytes | None] | None = None) -
         grade, transcript = (run.trial_grades.raw(key) if key in run.trial_grades else b"null"), None
     record = orjson.loads(attempt)
     events = transcript_json(run.paths, record.get("transcript"), plain=transcript)
-    artifacts = orjson.dumps(list_artifacts(run.paths, record.get("artifacts")))
+    rel = record.get("artifacts")
+    artifacts = orjson.dumps(list_artifacts(run.paths, rel)) if rel else NO_ARTIFACTS  # most trials have none
     return (b'{"attempt":' + attempt + b',"grade":' + grade + b',"transcript":' + events
             + b',"artifacts":' + artifacts + b"}")
 

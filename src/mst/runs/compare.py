@@ -55,6 +55,7 @@ PASS_RATE_METRIC: Final = Metric(PASS_RATE, "higher", (0.0, 1.0))
 
 _CODES: Final = 256  # distinct values a coded column holds (one byte a case); code 0 is NaN
 _NEGATIVE_ZERO: Final = "-0.0"  # -0.0 == 0.0 as a dict key: its own key keeps the sign
+_copysign: Final = math.copysign
 
 
 class Column:
@@ -79,12 +80,14 @@ class Column:
         if codes is None:
             self._floats.append(value)
             return
-        if value != value:  # NaN
-            codes.append(0)
-            return
-        key: object = _NEGATIVE_ZERO if value == 0.0 and math.copysign(1.0, value) < 0 else value
+        # A nonzero value is its own key; a zero's keeps its sign. NaN is never a key: it
+        # misses, and only then is it told apart (the common case, a value seen, tests nothing).
+        key: object = value if value or _copysign(1.0, value) > 0 else _NEGATIVE_ZERO
         code = self._code_of.get(key)
         if code is None:
+            if value != value:  # NaN
+                codes.append(0)
+                return
             if len(self._palette) == _CODES:
                 self._uncode()
                 self._floats.append(value)
@@ -116,24 +119,45 @@ class Columns:
     """One variant's per-case values, aligned with ``case_ids``; NaN where a case has no value.
 
     The ``passRate`` column is NaN exactly for the cases that are incomplete: they are left out
-    of every comparison.
+    of every comparison. :meth:`over` makes columns for ids known up front (the eval's), held
+    and shared by every variant rather than copied into each (issue 16's memory per case).
     """
 
-    case_ids: list[str] = field(default_factory=list)
+    case_ids: Sequence[str] = field(default_factory=list)
     values: dict[str, Column] = field(default_factory=dict)
     _rows: list[tuple[str, str, Column]] | None = field(default=None, repr=False, compare=False)
+    _added: int = field(default=0, repr=False, compare=False)  # the cases whose values are in
+    _known: bool = field(default=False, repr=False, compare=False)  # made over() ids: not to be added to
+
+    @classmethod
+    def over(cls, case_ids: Sequence[str]) -> Columns:
+        """Columns for ``case_ids`` (held, not copied, never changed), their values added in
+        that order by :meth:`add_values`."""
+        return cls(case_ids, _known=True)
 
     def add_case(self, case_id: str, values: Mapping[str, float | None]) -> None:
-        index = len(self.case_ids)
-        self.case_ids.append(case_id)
+        """Add a case of its own (columns not made :meth:`over` known ids)."""
+        ids = self.case_ids
+        if self._known or not isinstance(ids, list):
+            raise ValueError("add_case on columns over known ids: add_values adds their values")
+        ids.append(case_id)
+        self.add_values(values)
+
+    def add_values(self, values: Mapping[str, float | None]) -> None:
+        """The next case's values, by metric; NaN in every column it has no value for."""
+        index = self._added
+        self._added = index + 1
+        columns = self.values
         for ref, value in values.items():
-            if ref not in self.values:
-                self.values[ref] = Column(index)
+            column = columns.get(ref)
+            if column is None:
+                column = columns[ref] = Column(index)
                 self._rows = None
-            self.values[ref].append(_NAN if value is None else float(value))
-        for column in self.values.values():
-            if len(column) == index:
-                column.append(_NAN)
+            column.append(_NAN if value is None else value if value.__class__ is float else float(value))
+        if len(values) != len(columns):  # a column got no value: NaN in it (each ref is one column)
+            for column in columns.values():
+                if len(column) == index:
+                    column.append(_NAN)
 
     def value(self, ref: str, index: int) -> float | None:
         column = self.values.get(ref)
@@ -154,7 +178,7 @@ class Columns:
     def incomplete(self) -> int:
         """How many cases are incomplete (no pass rate)."""
         rates = self.values.get(PASS_RATE)
-        return len(self.case_ids) if rates is None else sum(1 for rate in rates if math.isnan(rate))
+        return self._added if rates is None else sum(1 for rate in rates if math.isnan(rate))
 
     def row_values(self, index: int) -> dict[str, dict[str, float]]:
         """The case row's ``graders`` / ``judges`` maps (id → the case's mean), when present."""
@@ -162,9 +186,14 @@ class Columns:
         if self._rows is None:
             self._rows = self._row_columns()
         for key, metric_id, column in self._rows:
-            v = column[index]
+            codes = column._codes  # Column.__getitem__ inlined: a call per column and case saved
+            v = column._palette[codes[index]] if codes is not None else column._floats[index]
             if v == v:  # not NaN
-                out.setdefault(key, {})[metric_id] = v
+                held = out.get(key)
+                if held is None:
+                    out[key] = {metric_id: v}
+                else:
+                    held[metric_id] = v
         return out
 
     def _row_columns(self) -> list[tuple[str, str, Column]]:

@@ -206,8 +206,8 @@ def summarize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE
                     made[trials] = row
             return row
 
-        for i, case in enumerate(resolved.cases):
-            yield {"id": case.id, "trials": case.trials,
+        for i, (case_id, expected) in enumerate(resolved.cases.id_trials()):  # no case made per row
+            yield {"id": case_id, "trials": expected,
                    "variants": {v: {**counts(cases[i]), **columns[v].row_values(i)} for v, cases in by_variant.items()}}
 
     return summary, rows()
@@ -231,8 +231,10 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
     """The variant's trials per case (aligned with ``resolved.cases``; equal ones share one
     object: most cases of a big run have the same few), its totals, and its per-case columns."""
     cases: list[CaseTrials] = []
-    alike: dict[CaseTrials, CaseTrials] = {}
-    columns = Columns()
+    # Equal trials, one shared object and its pass rate, worked out once (case_status per case
+    # cost more than the look-up).
+    alike: dict[CaseTrials, tuple[CaseTrials, float | None]] = {}
+    columns = Columns.over(resolved.cases.ids)  # the eval's ids, held once for every variant
     used: Counter[str] = Counter()  # per metric, the trial values of complete cases
     infra: Counter[str] = Counter()
     retryable = 0
@@ -248,11 +250,11 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
     verdict_of = VerdictRecord.from_json
     grader_refs: dict[str, str] = {}  # id -> its column's name, made once, not once per trial
     judge_refs: dict[str, str] = {}
-    for case in resolved.cases:
+    for case_id, expected in resolved.cases.id_trials():  # ids and trials read, no case made per row
         passes: list[bool | None] = []
         case_values: dict[str, list[float | None]] = {}  # column -> the case's trial values
-        for trial in range(case.trials):
-            key = (variant, case.id, trial)
+        for trial in range(expected):
+            key = (variant, case_id, trial)
             slot = attempts.slot_of(key)
             if not attempts.holds(slot):
                 continue
@@ -261,7 +263,7 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
                 infra[ending.what] += 1
                 retryable += ending.retryable
                 if not ending.retryable:
-                    needs_fix.append({"case": case.id, "trial": trial, "what": ending.what, "why": ending.why})
+                    needs_fix.append({"case": case_id, "trial": trial, "what": ending.what, "why": ending.why})
                 continue
             outcomes[ending.outcome] += 1
             # The grading's stored JSON, not a TrialGrading: its verdicts are decoded (as the
@@ -296,16 +298,20 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
                     name = verdict.judge
                     ref = judge_refs.get(name) or judge_refs.setdefault(name, "judge:" + name)
                     case_values.setdefault(ref, []).append(verdict.score)
-        trials = CaseTrials(case.trials, tuple(passes))
-        trials = alike.setdefault(trials, trials) if len(alike) < _SHARED_TRIALS else alike.get(trials, trials)
+        trials = CaseTrials(expected, tuple(passes))
+        seen = alike.get(trials)
+        if seen is None:
+            seen = (trials, _complete_rate(trials, rule))
+            if len(alike) < _SHARED_TRIALS:
+                alike[trials] = seen
+        trials, rate = seen
         cases.append(trials)
-        rate = _complete_rate(trials, rule)
         row: dict[str, float | None] = {PASS_RATE: rate}
         for ref, values in case_values.items():
-            row[ref] = _case_mean(values, case.id)
+            row[ref] = _case_mean(values, case_id)
             if rate is not None:
                 used[ref] += len(values) - values.count(None)
-        columns.add_case(case.id, row)
+        columns.add_values(row)
     extra = {
         "trials": {"total": sum(outcomes.values()), "ungraded": ungraded, "outcomes": dict(sorted(outcomes.items()))},
         "infrastructure": {"total": sum(infra.values()), "retryable": retryable, "byWhat": dict(sorted(infra.items()))},
@@ -359,8 +365,8 @@ def _pairwise(run: Run, variant: str, resolved: ResolvedEval, columns: Mapping[s
     ab: list[str] = []
     ba: list[str] = []
     left_out = 0
-    for i, case in enumerate(resolved.cases):
-        record = run.comparisons.get((variant, case.id))
+    for i, case_id in enumerate(resolved.cases.ids):
+        record = run.comparisons.get((variant, case_id))
         if record is None:
             continue
         tally.add_comparison(record)

@@ -163,6 +163,9 @@ def case_row(ct: CaseTrials, rule: CasePassRule = "all") -> dict[str, Any]:
             "graded": len(graded), "passed": passed, "passRate": passed / len(graded) if graded else None}
 
 
+_SEEN = 4096  # distinct CaseTrials whose figures variant_stats keeps while it walks the cases
+
+
 def variant_stats(cases: Mapping[str, CaseTrials] | Sequence[CaseTrials], rule: CasePassRule = "all",
                   confidence: float = CONFIDENCE) -> dict[str, Any]:
     """Everything the summary reports for one variant, JSON-ready.
@@ -174,12 +177,21 @@ def variant_stats(cases: Mapping[str, CaseTrials] | Sequence[CaseTrials], rule: 
     """
     passed, trials = array("q"), array("q")  # of the complete cases, in case order
     counts = {"passed": 0, "failed": 0, "incomplete": 0}
+    # Most cases of a run share one of a few CaseTrials objects (the summary's): each one's
+    # status and counts are worked out once, by identity (the objects outlive the loop), for at
+    # most _SEEN of them, so the loop holds no more per case.
+    seen: dict[int, tuple[CaseStatus, int, int]] = {}
     for ct in cases.values() if isinstance(cases, Mapping) else cases:  # by case id, or in case order
-        status = case_status(ct.passes, ct.expected, rule)
+        known = seen.get(id(ct))
+        if known is None:
+            known = (case_status(ct.passes, ct.expected, rule), sum(1 for p in ct.passes if p), len(ct.passes))
+            if len(seen) < _SEEN:
+                seen[id(ct)] = known
+        status = known[0]
         counts[status] += 1
         if status != "incomplete":
-            passed.append(sum(1 for p in ct.passes if p))
-            trials.append(len(ct.passes))
+            passed.append(known[1])
+            trials.append(known[2])
     at_k, hat_k = _pass_at_k_means(passed, trials)
     decided = counts["passed"] + counts["failed"]
     case_rate: dict[str, Any] = {"estimate": None, "low": None, "high": None, "cases": decided}
