@@ -29,6 +29,28 @@ def test_a_packed_list_decodes_by_blocks_to_its_value(block: int, monkeypatch: p
         assert list(_Packed(value).elements()) == value
 
 
+def test_a_part_given_as_an_iterator_packs_as_its_list_without_holding_it() -> None:
+    # `mst run`'s first head: its cases made one at a time, never a list of a dict per case.
+    for n in (0, 1, 70, 3000):
+        cases = [{"id": f"case-{i:05d}", "trials": 1 + i % 3} for i in range(n)]
+        made = RunMeta.from_json({**_head(iter(dict(c) for c in cases))})  # type: ignore[arg-type]
+        assert made.file_head()[0] == RunMeta.from_json(_head(cases)).file_head()[0]
+        assert _packed_part(made, "cases") == _Packed(cases).raw and made.to_json() == _head(cases)
+    many = ({"id": f"case-{i:05d}", "trials": 1} for i in range(20_000))
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        RunMeta.from_json(_head(many))  # type: ignore[arg-type]
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000, f"packing 20,000 cases given one at a time held {peak} bytes"  # a list of them: ~5 MB
+
+
+def _packed_part(meta: RunMeta, name: str) -> bytes:
+    return b"".join(meta.file_head()[1][name])
+
+
 def test_a_packed_value_not_a_list_decodes_whole() -> None:
     assert list(_Packed({"a": [1]}).elements()) == ["a"]
 

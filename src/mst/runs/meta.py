@@ -222,8 +222,9 @@ def _indented(value: Any, level: int, out: bytearray, spill: Callable[[], None])
     for a dict of 100,000 short entries (it sorts them and grows its buffer), and its output
     keeps that buffer. The layout is orjson's (and ``json.dumps(indent=2)``'s): an entry a
     line, ``": "`` after a key, keys in code point order, ``[]`` and ``{}`` when empty.
-    ``spill`` is called after each entry (to take what ``out`` holds: :class:`_Deflating`)."""
-    if _flat(value):
+    ``spill`` is called after each entry (to take what ``out`` holds: :class:`_Deflating`).
+    An iterator is written as the list of its entries."""
+    if not isinstance(value, Iterator) and _flat(value):
         out += orjson.dumps(value, option=_INDENT).replace(b"\n", b"\n" + b"  " * level)
         return
     inner = b"\n" + b"  " * (level + 1)
@@ -236,11 +237,13 @@ def _indented(value: Any, level: int, out: bytearray, spill: Callable[[], None])
         out += b"\n" + b"  " * level + b"}"
         return
     out += b"["
-    for i, item in enumerate(value):
-        out += (b"," if i else b"") + inner
+    separator = inner
+    for item in value:  # a list, or an iterator of a list's entries (see RunMeta)
+        out += separator
         _indented(item, level + 1, out, spill)
         spill()
-    out += b"\n" + b"  " * level + b"]"
+        separator = b"," + inner
+    out += b"]" if separator is inner else b"\n" + b"  " * level + b"]"
 
 
 def _flat(value: Any) -> bool:
@@ -278,6 +281,9 @@ class RunMeta:
     _grading: GradingMeta | None  # what ``grading`` was packed from, in this process (see with_grading)
 
     def __init__(self, data: Mapping[str, Any]) -> None:
+        """``data`` as run.json holds it; a per-case part (``_PACKED``) may be an iterator of its
+        list's entries, packed as they come: `mst run`'s first head never holds a dict per case
+        (100,000 of them were ~18 MB at once; issue 16)."""
         object.__setattr__(self, "_data", _packed_copy(data))
         object.__setattr__(self, "_grading", None)
 
