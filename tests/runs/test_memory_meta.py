@@ -196,3 +196,28 @@ def test_case_ids_decode_a_small_block_at_a_time_whatever_the_io_block(monkeypat
         tracemalloc.stop()
     assert ids == [c["id"] for c in cases]
     assert peak < 500_000, f"reading 20,000 case ids held {peak} bytes at its peak"
+
+
+def test_the_judges_of_many_cases_pack_without_a_dict_of_them() -> None:
+    # `RunMeta.with_grading` packs the judge sets (no dict) as they come when their ids are in
+    # order; a dict of 100,000 of them and their ids sorted were ~6 MB at once (session 11).
+    from array import array
+
+    from mst.grading.context import JudgeSets
+    from mst.runs.meta import GradingMeta
+
+    lists = [["a", "b"], []]
+    for ids in ([f"case-{i:06d}" for i in range(20_000)], [f"case-{i:06d}" for i in range(20_000, 0, -1)]):
+        judges = JudgeSets(ids, array("H", [i % 2 for i in range(len(ids))]), lists)
+        grading = GradingMeta({"name": "local"}, "live", judges, None, ("g",))
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            meta = RunMeta.from_json(_head([])).with_grading(grading)
+            peak = tracemalloc.get_traced_memory()[1] - base
+        finally:
+            tracemalloc.stop()
+        as_dict = RunMeta.from_json({**_head([]), "grading": grading.to_json()})
+        assert _packed_part(meta, "grading") == _packed_part(as_dict, "grading")
+        if ids == sorted(ids):
+            assert peak < 600_000, f"packing 20,000 cases' judges held {peak} bytes"  # a dict of them: ~1 MB

@@ -11,7 +11,7 @@ what changed (docs/grading.md). The typed views (:class:`Phases`, :class:`EvalRe
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, Literal, cast
@@ -228,13 +228,15 @@ def _indented(value: Any, level: int, out: bytearray, spill: Callable[[], None])
         out += orjson.dumps(value, option=_INDENT).replace(b"\n", b"\n" + b"  " * level)
         return
     inner = b"\n" + b"  " * (level + 1)
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         out += b"{"
-        for i, key in enumerate(sorted(value)):
-            out += (b"," if i else b"") + inner + orjson.dumps(key) + b": "
-            _indented(value[key], level + 1, out, spill)
+        separator = inner
+        for key, item in _in_key_order(value):
+            out += separator + orjson.dumps(key) + b": "
+            _indented(item, level + 1, out, spill)
             spill()
-        out += b"\n" + b"  " * level + b"}"
+            separator = b"," + inner
+        out += b"}" if separator is inner else b"\n" + b"  " * level + b"}"
         return
     out += b"["
     separator = inner
@@ -246,14 +248,32 @@ def _indented(value: Any, level: int, out: bytearray, spill: Callable[[], None])
     out += b"]" if separator is inner else b"\n" + b"  " * level + b"]"
 
 
+def _in_key_order(value: Mapping[str, Any]) -> Iterable[tuple[str, Any]]:
+    """``value``'s items by key. As they come when they already are in that order (a run's case
+    ids mostly are): the judges of 100,000 cases (:class:`mst.grading.context.JudgeSets`, no
+    dict) are then written with no dict of them and no list of their ids sorted (issue 16)."""
+    previous: str | None = None
+    for key in value:
+        if previous is not None and key <= previous:
+            held = value if isinstance(value, dict) else dict(value.items())
+            return ((k, held[k]) for k in sorted(held))
+        previous = key
+    return value.items()
+
+
 def _flat(value: Any) -> bool:
-    """A scalar, or a short list or dict of scalars: one orjson call encodes it."""
-    if not isinstance(value, list | tuple | dict):
+    """A scalar, or a short list or dict of scalars: one orjson call encodes it. Not a mapping
+    of another type (orjson encodes dicts only): that is written an entry at a time, as is a
+    list or dict holding one, or a scalar of a type but JSON's (the same bytes either way)."""
+    if type(value) in _SCALARS:
         return True
-    return len(value) <= _WHOLE and not any(isinstance(v, list | tuple | dict)
+    if isinstance(value, list | tuple | dict):
+        return len(value) <= _WHOLE and all(type(v) in _SCALARS
                                             for v in (value.values() if isinstance(value, dict) else value))
+    return not isinstance(value, Mapping)
 
 
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 _ELEMENT: Final = b",\n    "  # what separates two elements of a packed list (a top-level key's value)
 _LIST_END: Final = b"\n  ]"
 
@@ -402,9 +422,9 @@ class RunMeta:
         return self._with(phases=phases)
 
     def with_grading(self, grading: GradingMeta) -> RunMeta:
-        # Packed from the judges' own lists (a shallow dict of them): to_json's copy of every
-        # case's list would be encoded and dropped at once.
-        return self._with(grading, grading={**grading.to_json(judges=False), "judges": dict(grading.judges.items())})
+        # Packed from the judges' own lists, as they are (see _in_key_order): to_json's copy of
+        # every case's list, or a dict of them, would be made and dropped at once.
+        return self._with(grading, grading={**grading.to_json(judges=False), "judges": grading.judges})
 
     def with_grading_runner(self, runner: Mapping[str, Any]) -> RunMeta:
         grading = dict(_unpacked(self._data.get("grading")) or {})
