@@ -134,8 +134,9 @@ def _random_json(rng: random.Random, depth: int = 0) -> Any:
 
 def test_a_packed_value_has_the_bytes_orjson_writes_one_level_down() -> None:
     rng = random.Random(3)
-    for _ in range(150):
-        value = _random_json(rng)
+    long = [[{"i": i} if i % 300 else {"i": [{}]} for i in range(700)], {f"k{i:04d}": i for i in range(600)},
+            {f"k{i:04d}": [i] if i % 257 else [[i]] for i in range(600)}, list(range(257)), [[]] * 300]
+    for value in [*long, *(_random_json(rng) for _ in range(150))]:
         expected = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).replace(b"\n", b"\n  ")
         assert _Packed(value).raw == expected
 
