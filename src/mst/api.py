@@ -417,6 +417,7 @@ def _default_runs_dir(resolved: ResolvedEval) -> Path:
 
 
 def _meta(run_id: str, resolved: ResolvedEval, *, no_grade: bool) -> dict[str, Any]:
+    """A new run's head, for :meth:`RunMeta.from_json` only: its ``cases`` an iterator."""
     cfg = resolved.config
     return {
         "schema": RUN_SCHEMA,
@@ -427,7 +428,7 @@ def _meta(run_id: str, resolved: ResolvedEval, *, no_grade: bool) -> dict[str, A
         "seed": cfg.seed,
         "variants": [{"id": v.id, "client": v.client, "model": v.model, "baseline": v.baseline}
                      for v in cfg.variants],
-        "cases": [{"id": i, "trials": t} for i, t in resolved.cases.id_trials()],
+        "cases": ({"id": i, "trials": t} for i, t in resolved.cases.id_trials()),  # packed as made: see RunMeta
         "phases": {"collect": "partial", "grade": "skipped" if no_grade else "partial"},
         "noGrade": no_grade,
         "metrics": list(cfg.metrics),

@@ -30,14 +30,16 @@ def _read(path: Path | None) -> bytes:
 
 
 def load_jsonl(path: Path | None, options: dict[str, Any]) -> Iterator[RawCase]:
-    """One case per line, each yielded as it is read (an eval may have tens of thousands)."""
+    """One case per line, each yielded as it is read (an eval may have tens of thousands). The
+    lines are cut one at a time, not split into a list: 100,000 lines held at once were ~12 MB,
+    most of `resolve_eval`'s peak (issue 16, bench/perf16_memory.md)."""
     raw = _read(path)
     at = f"{path}:"  # formatted once: a Path formats itself again each time
-    for lineno, line in enumerate(raw.split(b"\n"), start=1):
+    for lineno, line in enumerate(io.BytesIO(raw), start=1):  # shares raw's bytes, cuts at b"\n" only
         if not line.strip():
             continue
         try:
-            value = orjson.loads(line)
+            value = orjson.loads(line[:-1] if line.endswith(b"\n") else line)
         except orjson.JSONDecodeError as exc:
             raise UserError(Problem(str(path), f"not valid JSON ({exc.msg})", line=lineno)) from None
         if not isinstance(value, dict):

@@ -10,7 +10,8 @@ what changed (docs/grading.md). The typed views (:class:`Phases`, :class:`EvalRe
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, Literal, cast
@@ -105,14 +106,28 @@ class _Packed:
     """A JSON value kept as its bytes (see ``_PACKED``), as run.json has it: indented and sorted
     as :func:`mst.fileio.json_file_bytes` writes a value one level down, so writing run.json
     puts the bytes in as they are (:meth:`RunMeta.file_head`), never decoding 100,000 cases
-    to encode them again. JSON strings hold no raw line break, so indenting the lines is exact."""
+    to encode them again. JSON strings hold no raw line break, so indenting the lines is exact.
 
-    __slots__ = ("raw",)
+    The bytes are held deflated (zlib, its fastest level): a case's entry repeats its
+    neighbours' keys and layout, so ~80 bytes a case shrink to ~10, held from before collection
+    to the end of the run (issue 16, bench/perf16_memory.md). They are inflated a block at a
+    time when written or read, never held whole but by :meth:`value`."""
+
+    __slots__ = ("_deflated", "_size")
 
     def __init__(self, value: Any) -> None:
-        out = bytearray()
-        _indented(value, 1, out)
-        self.raw = bytes(out)  # right-sized, and no orjson buffer kept (see _indented)
+        sink = _Deflating()
+        _indented(value, 1, sink.out, sink.spill)
+        self._deflated, self._size = sink.finish()
+
+    @property
+    def raw(self) -> bytes:
+        """The whole bytes, inflated (for a caller that needs them at once: tests, small parts)."""
+        return zlib.decompress(self._deflated, bufsize=max(self._size, 1))
+
+    def chunks(self) -> Iterator[bytes]:
+        """The bytes, an :data:`mst.fileio.IO_BLOCK` at a time (what run.json is written from)."""
+        return _inflated(self._deflated, fileio.IO_BLOCK)
 
     def value(self) -> Any:
         return orjson.loads(self.raw)
@@ -126,72 +141,183 @@ class _Packed:
         An element of the list starts a line indented by exactly :data:`_ELEMENT` (its own
         lines, nested deeper, have more spaces, and a JSON string holds no raw line break), so
         a comma that ends a line followed by that indent and a non-space ends an element."""
-        raw = self.raw
-        if not raw.startswith(b"[") or raw == b"[]":
+        blocks = _inflated(self._deflated, min(fileio.IO_BLOCK, _DECODE_BLOCK))
+        pending = bytearray(next(blocks, b""))
+        if not pending.startswith(b"[") or self._size == 2:  # not a list, or []
             yield from self.value()
             return
-        end, start = len(raw) - len(_LIST_END), 1
-        with memoryview(raw) as view:
-            while start < end:
-                cut = _element_end(raw, min(start + min(fileio.IO_BLOCK, _DECODE_BLOCK), end), end)
-                batch = bytearray(b"[")
-                batch += view[start:cut]
-                batch += b"]"
-                yield from orjson.loads(batch)
-                start = cut + 1  # past the comma
+        del pending[:1]
+        for block in blocks:
+            searched = max(len(pending) - len(_ELEMENT) - 1, 0)
+            pending += block
+            cut = _last_element_end(pending, searched)
+            if cut >= 0:
+                yield from _decoded_list(pending, cut)
+                del pending[:cut + 1]  # and the comma
+        yield from _decoded_list(pending, len(pending) - len(_LIST_END))
+
+
+class _Deflating:
+    """Where :func:`_indented` writes a packed part: its output deflated a block at a time, so
+    the whole text is never held (a run of 100,000 cases: ~8 MB of it)."""
+
+    __slots__ = ("_done", "_zlib", "out", "size")
+
+    def __init__(self) -> None:
+        self._zlib = zlib.compressobj(1)
+        self._done: list[bytes] = []
+        self.out = bytearray()
+        self.size = 0
+
+    def spill(self) -> None:
+        """Deflate what was written, once it is a block."""
+        if len(self.out) >= _DEFLATE_BLOCK:
+            self._take()
+
+    def _take(self) -> None:
+        self.size += len(self.out)
+        self._done.append(self._zlib.compress(self.out))
+        self.out.clear()
+
+    def finish(self) -> tuple[bytes, int]:
+        """The deflated bytes and the length of what they inflate to."""
+        self._take()
+        self._done.append(self._zlib.flush())
+        return b"".join(self._done), self.size
+
+
+def _inflated(deflated: bytes, block: int) -> Iterator[bytes]:
+    """``deflated`` inflated, at most ``block`` bytes at a time."""
+    inflating = zlib.decompressobj()
+    data = deflated
+    while not inflating.eof:
+        out = inflating.decompress(data, block)
+        data = inflating.unconsumed_tail
+        if out:
+            yield out
+        elif not data:
+            raise ValueError("a packed part's bytes end early")
+
+
+def _decoded_list(text: bytearray, end: int) -> Any:
+    """The elements of a list whose elements, comma-separated, are ``text[:end]``."""
+    batch = bytearray(b"[")
+    with memoryview(text) as view:
+        batch += view[:end]
+    batch += b"]"
+    return orjson.loads(batch)
 
 
 _DECODE_BLOCK: Final = 8 * 1024  # bytes of a packed list decoded at once: ~140 cases
+_DEFLATE_BLOCK: Final = 64 * 1024  # bytes of a packed part's text deflated at once
 _INDENT: Final = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 _WHOLE: Final = 64  # a list or dict of at most this many scalars is encoded by one orjson call
+_BATCH: Final = 256  # flat entries of a long list or dict encoded by one orjson call
 
 
-def _indented(value: Any, level: int, out: bytearray) -> None:
+def _indented(value: Any, level: int, out: bytearray, spill: Callable[[], None]) -> None:
     """Append ``value`` as ``orjson.dumps(value, option=_INDENT)`` writes it, every line after
     the first indented by ``level`` more steps of two spaces (a value ``level`` deep in a file).
 
     A long list or dict is written an entry at a time: orjson's peak is ~15 times its output
     for a dict of 100,000 short entries (it sorts them and grows its buffer), and its output
     keeps that buffer. The layout is orjson's (and ``json.dumps(indent=2)``'s): an entry a
-    line, ``": "`` after a key, keys in code point order, ``[]`` and ``{}`` when empty."""
-    if _flat(value):
+    line, ``": "`` after a key, keys in code point order, ``[]`` and ``{}`` when empty.
+    ``spill`` is called after each entry (to take what ``out`` holds: :class:`_Deflating`).
+    An iterator is written as the list of its entries."""
+    if not isinstance(value, Iterator) and _flat(value):
         out += orjson.dumps(value, option=_INDENT).replace(b"\n", b"\n" + b"  " * level)
         return
     inner = b"\n" + b"  " * (level + 1)
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         out += b"{"
-        for i, key in enumerate(sorted(value)):
-            out += (b"," if i else b"") + inner + orjson.dumps(key) + b": "
-            _indented(value[key], level + 1, out)
-        out += b"\n" + b"  " * level + b"}"
+        batch: dict[str, Any] = {}
+        first = True
+        for key, item in _in_key_order(value):
+            if _flat(item):
+                batch[key] = item
+                if len(batch) < _BATCH:
+                    continue
+            first = _flat_batch(batch, level, out, first)
+            if key not in batch:
+                out += (inner if first else b"," + inner) + orjson.dumps(key) + b": "
+                _indented(item, level + 1, out, spill)
+                first = False
+            batch.clear()
+            spill()
+        first = _flat_batch(batch, level, out, first)
+        out += b"}" if first else b"\n" + b"  " * level + b"}"
         return
     out += b"["
-    for i, item in enumerate(value):
-        out += (b"," if i else b"") + inner
-        _indented(item, level + 1, out)
-    out += b"\n" + b"  " * level + b"]"
+    items: list[Any] = []
+    first = True
+    for item in value:  # a list, or an iterator of a list's entries (see RunMeta)
+        if _flat(item):
+            items.append(item)
+            if len(items) < _BATCH:
+                continue
+            first = _flat_batch(items, level, out, first)
+        else:
+            first = _flat_batch(items, level, out, first)
+            out += inner if first else b"," + inner
+            _indented(item, level + 1, out, spill)
+            first = False
+        items.clear()
+        spill()
+    first = _flat_batch(items, level, out, first)
+    out += b"]" if first else b"\n" + b"  " * level + b"]"
+
+
+def _flat_batch(batch: list[Any] | dict[str, Any], level: int, out: bytearray, first: bool) -> bool:
+    """Append consecutive flat entries of a list or dict (``batch``, in order) as :func:`_indented`
+    writes each, by one orjson call: its text of them, brackets cut off, is those entries' lines
+    (an entry at a time cost ~10 k instructions each). Whether nothing was written yet."""
+    if not batch:
+        return first
+    text = orjson.dumps(batch, option=_INDENT)  # [\n  entry,\n  entry\n]
+    out += (b"" if first else b",") + text[1:-2].replace(b"\n", b"\n" + b"  " * level)
+    return False
+
+
+def _in_key_order(value: Mapping[str, Any]) -> Iterable[tuple[str, Any]]:
+    """``value``'s items by key. As they come when they already are in that order (a run's case
+    ids mostly are): the judges of 100,000 cases (:class:`mst.grading.context.JudgeSets`, no
+    dict) are then written with no dict of them and no list of their ids sorted (issue 16)."""
+    previous: str | None = None
+    for key in value:
+        if previous is not None and key <= previous:
+            held = value if isinstance(value, dict) else dict(value.items())
+            return ((k, held[k]) for k in sorted(held))
+        previous = key
+    return value.items()
 
 
 def _flat(value: Any) -> bool:
-    """A scalar, or a short list or dict of scalars: one orjson call encodes it."""
-    if not isinstance(value, list | tuple | dict):
+    """A scalar, or a short list or dict of scalars: one orjson call encodes it. Not a mapping
+    of another type (orjson encodes dicts only): that is written an entry at a time, as is a
+    list or dict holding one, or a scalar of a type but JSON's (the same bytes either way)."""
+    if type(value) in _SCALARS:
         return True
-    return len(value) <= _WHOLE and not any(isinstance(v, list | tuple | dict)
+    if isinstance(value, list | tuple | dict):
+        return len(value) <= _WHOLE and all(type(v) in _SCALARS
                                             for v in (value.values() if isinstance(value, dict) else value))
+    return not isinstance(value, Mapping)
 
 
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 _ELEMENT: Final = b",\n    "  # what separates two elements of a packed list (a top-level key's value)
 _LIST_END: Final = b"\n  ]"
 
 
-def _element_end(raw: bytes, at: int, end: int) -> int:
-    """Where the first element of the packed list ending at or after ``at`` ends (``end``: the
-    list's last element does)."""
-    while (cut := raw.find(_ELEMENT, at, end)) >= 0:
-        if raw[cut + len(_ELEMENT)] != 0x20:  # a space: a separator nested deeper
+def _last_element_end(text: bytearray, start: int) -> int:
+    """Where the last element of a packed list's text that ends at or after ``start`` ends
+    (-1: none does yet). A separator counts once the byte after it is there."""
+    end = len(text) - 1
+    while (cut := text.rfind(_ELEMENT, start, end)) >= 0:
+        if text[cut + len(_ELEMENT)] != 0x20:  # a space: a separator nested deeper
             return cut
-        at = cut + 1
-    return end
+        end = cut + len(_ELEMENT) - 1
+    return -1
 
 
 def _unpacked(value: Any) -> Any:
@@ -206,6 +332,9 @@ class RunMeta:
     _grading: GradingMeta | None  # what ``grading`` was packed from, in this process (see with_grading)
 
     def __init__(self, data: Mapping[str, Any]) -> None:
+        """``data`` as run.json holds it; a per-case part (``_PACKED``) may be an iterator of its
+        list's entries, packed as they come: `mst run`'s first head never holds a dict per case
+        (100,000 of them were ~18 MB at once; issue 16)."""
         object.__setattr__(self, "_data", _packed_copy(data))
         object.__setattr__(self, "_grading", None)
 
@@ -222,12 +351,12 @@ class RunMeta:
         """A copy of the head, in the order it was read (new fields after the old)."""
         return {k: v.value() if isinstance(v, _Packed) else _copy({k: v})[k] for k, v in self._data.items()}
 
-    def file_head(self) -> tuple[dict[str, Any], dict[str, bytes]]:
+    def file_head(self) -> tuple[dict[str, Any], dict[str, Iterator[bytes]]]:
         """The head as run.json is written from (:func:`mst.runs.record_files.write_record_file`):
         its small fields, and the per-case parts as their kept bytes (streamed into the file, not
         decoded, not joined into one document). Only for writing."""
         small = {k: v for k, v in self._data.items() if not isinstance(v, _Packed)}
-        return small, {k: v.raw for k, v in self._data.items() if isinstance(v, _Packed)}
+        return small, {k: v.chunks() for k, v in self._data.items() if isinstance(v, _Packed)}
 
     def _with(self, grading_meta: GradingMeta | None = None, **fields: Any) -> RunMeta:
         # Shallow: the values kept are never handed out uncopied, so they are never changed.
@@ -324,9 +453,9 @@ class RunMeta:
         return self._with(phases=phases)
 
     def with_grading(self, grading: GradingMeta) -> RunMeta:
-        # Packed from the judges' own lists (a shallow dict of them): to_json's copy of every
-        # case's list would be encoded and dropped at once.
-        return self._with(grading, grading={**grading.to_json(judges=False), "judges": dict(grading.judges.items())})
+        # Packed from the judges' own lists, as they are (see _in_key_order): to_json's copy of
+        # every case's list, or a dict of them, would be made and dropped at once.
+        return self._with(grading, grading={**grading.to_json(judges=False), "judges": grading.judges})
 
     def with_grading_runner(self, runner: Mapping[str, Any]) -> RunMeta:
         grading = dict(_unpacked(self._data.get("grading")) or {})

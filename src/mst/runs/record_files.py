@@ -36,9 +36,9 @@ _END = b"\n  ]"
 
 
 def write_record_file(path: Path | str, head: dict[str, Any], key: str, records: Iterable[bytes], *,
-                      parts: Mapping[str, bytes] | None = None, fsync: bool = True) -> None:
+                      parts: Mapping[str, Iterable[bytes]] | None = None, fsync: bool = True) -> None:
     """Atomically write ``{**head, **parts, key: [records]}``, each of ``records`` one compact JSON
-    value. ``parts`` are top-level values given as their bytes, formatted as
+    value. ``parts`` are top-level values given as their bytes in chunks, formatted as
     :func:`mst.fileio.json_file_bytes` writes a value one level down (run.json's per-case parts,
     :meth:`mst.runs.meta.RunMeta.file_head`): streamed into the file as they are, never joined
     into one document (a run of 100,000 cases would hold their bytes twice more)."""
@@ -48,7 +48,7 @@ def write_record_file(path: Path | str, head: dict[str, Any], key: str, records:
     listed = _span(doc, orjson.dumps(_MARK), _record_list(records))
     if not doc[:listed[0]].endswith(f'\n  "{key}": '.encode()):
         raise ValueError(f"cannot stream {key!r} into this head")
-    spans = sorted([listed, *(_span(doc, orjson.dumps(marks[name]), _blocks(raw)) for name, raw in parts.items())],
+    spans = sorted([listed, *(_span(doc, orjson.dumps(marks[name]), iter(chunks)) for name, chunks in parts.items())],
                    key=itemgetter(0))
 
     def chunks() -> Iterator[bytes | memoryview]:
@@ -77,13 +77,6 @@ def _record_list(records: Iterable[bytes]) -> Iterator[bytes | memoryview]:
         yield record
         opening = b"," + _PAD
     yield b"[]" if opening.startswith(b"[") else _END
-
-
-def _blocks(raw: bytes) -> Iterator[memoryview]:
-    """``raw`` an :data:`mst.fileio.IO_BLOCK` at a time: the writer's buffer stays a block."""
-    view = memoryview(raw)
-    for at in range(0, len(raw), fileio.IO_BLOCK):
-        yield view[at:at + fileio.IO_BLOCK]
 
 
 @dataclass
