@@ -178,7 +178,18 @@ def _fill(case: ResolvedCase, id: str, trials: int, assertions: tuple[Assertion,
     return case
 
 
-_NEW: Final = object.__new__
+class _View(ResolvedCase):
+    """A case being made as a view of a :class:`CaseTable` row: the same slots, but plain
+    attribute stores (what :class:`ResolvedCase` refuses), then made a ``ResolvedCase`` by one
+    ``__class__`` store. Seven stores through the slots' setters cost ~3x this (a view is made
+    ~15 times a case in a run; issue 16, bench/perf16_collect.md "Session 11")."""
+
+    __slots__ = ()
+    __setattr__ = object.__setattr__  # type: ignore[assignment]
+    __delattr__ = object.__delattr__  # type: ignore[assignment]  # both, or stores take the slow path
+    __init__ = object.__init__  # type: ignore[assignment]  # made by calling the class: cheaper than object.__new__
+
+
 _Profile = tuple[tuple[Assertion, ...], tuple[ResolvedJudge, ...]]
 
 
@@ -250,9 +261,15 @@ class CaseTable(Sequence[ResolvedCase]):
         return prompt, expected, metadata
 
     def _case(self, row: int) -> ResolvedCase:
-        assertions, judges = self._profiles[self._codes[row]]
-        return _fill(_NEW(ResolvedCase), self._ids[row], self._trials[row], assertions, judges,
-                     self._mocks.get(row) if self._mocks else None, row, self)
+        case: ResolvedCase = _View()
+        case.assertions, case.judges = self._profiles[self._codes[row]]
+        case.id = self._ids[row]
+        case.trials = self._trials[row]
+        case.mock = self._mocks.get(row) if self._mocks else None
+        case._task = row
+        case._table = self
+        case.__class__ = ResolvedCase  # immutable from here on
+        return case
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -281,6 +298,13 @@ class CaseTable(Sequence[ResolvedCase]):
         """Each case's trial count, in order (the array held: not to be changed); a loop that
         reads only ids and trials reads the columns, with no case made per row."""
         return self._trials
+
+    @property
+    def profiles(self) -> Sequence[_Profile]:
+        """The distinct (assertions, judges) pairs the cases hold, in the order of their first
+        case (the list held: not to be changed): a loop over every case's judges reads these,
+        with no case made per row."""
+        return self._profiles
 
     def id_trials(self) -> ColumnPairs[str, int]:
         """``(id, trials)`` of every case, in order, read from the columns held (no copy)."""
