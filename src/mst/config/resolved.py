@@ -107,9 +107,11 @@ class ResolvedCase:
         # first. The id is not interned (see CaseTable.add).
         _fill(self, id, trials, assertions, judges, mock, _packed_task(prompt, expected, metadata), None)
 
-    def _unpacked(self) -> _Task:
+    def task(self) -> tuple[str, Any, dict[str, Any]]:
+        """(prompt, expected, metadata) from one decode: an attempt reads all three, and each
+        property below decodes the whole task again."""
         task = self._task
-        if type(task) is int:
+        if type(task) is int:  # a view of a table's row: the most read, decoded with no call between
             assert self._table is not None
             return self._table.task_at(task)
         if type(task) is bytes:
@@ -118,25 +120,20 @@ class ResolvedCase:
         assert type(task) is tuple
         return task
 
-    def task(self) -> tuple[str, Any, dict[str, Any]]:
-        """(prompt, expected, metadata) from one decode: an attempt reads all three, and each
-        property below decodes the whole task again."""
-        return self._unpacked()
-
     @property
     def prompt(self) -> str:
-        return self._unpacked()[0]
+        return self.task()[0]
 
     @property
     def expected(self) -> Any:
-        return self._unpacked()[1]
+        return self.task()[1]
 
     @property
     def metadata(self) -> dict[str, Any]:
-        return self._unpacked()[2]
+        return self.task()[2]
 
     def _fields(self) -> tuple[Any, ...]:
-        return (self.id, *self._unpacked(), self.trials, self.assertions, self.judges, self.mock)
+        return (self.id, *self.task(), self.trials, self.assertions, self.judges, self.mock)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"ResolvedCase is immutable (cannot set {name!r})")
@@ -154,7 +151,7 @@ class ResolvedCase:
         return ResolvedCase, self._fields()
 
     def __repr__(self) -> str:
-        prompt, expected, metadata = self._unpacked()
+        prompt, expected, metadata = self.task()
         return (f"ResolvedCase(id={self.id!r}, prompt={prompt!r}, expected={expected!r}, metadata={metadata!r}, "
                 f"trials={self.trials!r}, assertions={self.assertions!r}, judges={self.judges!r}, mock={self.mock!r})")
 
