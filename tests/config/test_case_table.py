@@ -60,7 +60,7 @@ def test_each_read_is_a_fresh_view_and_its_task_a_fresh_copy() -> None:
 def test_a_view_is_made_by_plain_slot_stores() -> None:
     """A view is made as a :class:`_View` (plain stores: both of its setattr and delattr the
     generic ones, or CPython sends every store through a Python-level lookup), then made a
-    ``ResolvedCase``: ~3.2 k instructions a view against ~8.9 k through the slots' setters
+    ``ResolvedCase``: ~4.0 k instructions a view against ~8.8 k through the slots' setters
     (bench/perf16_collect.md "Session 11"; a test of the structure, not of time)."""
     assert _View.__setattr__ is object.__setattr__ and _View.__delattr__ is object.__delattr__
     assert _View.__init__ is object.__init__ and _View.__slots__ == ()
