@@ -41,9 +41,10 @@ class AttemptSpec:
 
 def all_attempts(resolved: ResolvedEval) -> Iterator[AttemptSpec]:
     """Every attempt of an eval, case-major so a case's variants finish close together."""
+    variants = resolved.variants  # a property: read once, not once a case
     for case in resolved.cases:
         for trial in range(case.trials):
-            for variant in resolved.variants:
+            for variant in variants:
                 yield AttemptSpec(variant, case, trial)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from mst.config.models import Assertion
 from mst.config.resolve import resolve_eval
-from mst.config.resolved import CaseTable, ResolvedCase, ResolvedJudge
+from mst.config.resolved import CaseTable, ResolvedCase, ResolvedJudge, _View
 
 _JUDGE = ResolvedJudge("j", "m:f", "code", {}, 0.5, "1", "sha256:x")
 
@@ -52,6 +52,19 @@ def test_each_read_is_a_fresh_view_and_its_task_a_fresh_copy() -> None:
     assert table[1].expected == {"x": [1, 2.5, None]}
     with pytest.raises(AttributeError):
         first.trials = 2  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del first.id
+    assert type(first) is ResolvedCase and type(table.find("c")) is ResolvedCase
+
+
+def test_a_view_is_made_by_plain_slot_stores() -> None:
+    """A view is made as a :class:`_View` (plain stores: both of its setattr and delattr the
+    generic ones, or CPython sends every store through a Python-level lookup), then made a
+    ``ResolvedCase``: ~4.0 k instructions a view against ~8.8 k through the slots' setters
+    (bench/perf16_collect.md "Session 11"; a test of the structure, not of time)."""
+    assert _View.__setattr__ is object.__setattr__ and _View.__delattr__ is object.__delattr__
+    assert _View.__init__ is object.__init__ and _View.__slots__ == ()
+    assert _View.__mro__[1] is ResolvedCase and "__dict__" not in dir(_View)
 
 
 def test_a_case_is_found_by_its_id() -> None:
@@ -98,3 +111,28 @@ def test_the_resolved_cases_are_small(tmp_path: Path) -> None:
     _held(tmp_path, 10)
     per_case = (_held(tmp_path, 30_000) - _held(tmp_path, 3_000)) / 27_000
     assert per_case < PER_CASE_LIMIT, f"resolved cases: {per_case:.0f} bytes per case"
+
+
+def test_the_judges_secret_names_read_the_distinct_profiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grading environment's secrets are those the judges name, in the order of the cases
+    that first name them: read from the table's distinct (assertions, judges) pairs, with no
+    case made per row (it made three a case of a run: issue 16)."""
+    from types import SimpleNamespace
+
+    from mst.config.secrets import judge_secret_names
+
+    a = ResolvedJudge("a", "m:f", "code", {}, 0.5, "1", "sha256:a", secrets=("K2", "K1"))
+    b = ResolvedJudge("b", "m:f", "code", {}, 0.5, "1", "sha256:b", secrets=("K1", "K3"))
+    one, two, none = (a,), (b, a), ()
+    table = CaseTable()
+    for i, judges in enumerate([none, two, one, two, none]):
+        table.add(f"c{i}", "p", None, {}, 1, (), judges)
+    assert [j for _, js in table.profiles for j in js] == [b, a, a]
+
+    def no_view(self: CaseTable, row: int) -> ResolvedCase:
+        raise AssertionError("a case was made")
+
+    monkeypatch.setattr(CaseTable, "_case", no_view)
+    pairwise = ResolvedJudge("p", "m:f", "code", {}, 0.5, "1", "sha256:p", secrets=("K4", "K1"))
+    resolved = SimpleNamespace(cases=table, pairwise=pairwise)
+    assert judge_secret_names(resolved) == ["K1", "K3", "K2", "K4"]  # type: ignore[arg-type]

@@ -107,9 +107,11 @@ class ResolvedCase:
         # first. The id is not interned (see CaseTable.add).
         _fill(self, id, trials, assertions, judges, mock, _packed_task(prompt, expected, metadata), None)
 
-    def _unpacked(self) -> _Task:
+    def task(self) -> tuple[str, Any, dict[str, Any]]:
+        """(prompt, expected, metadata) from one decode: an attempt reads all three, and each
+        property below decodes the whole task again."""
         task = self._task
-        if type(task) is int:
+        if type(task) is int:  # a view of a table's row: the most read, decoded with no call between
             assert self._table is not None
             return self._table.task_at(task)
         if type(task) is bytes:
@@ -118,25 +120,20 @@ class ResolvedCase:
         assert type(task) is tuple
         return task
 
-    def task(self) -> tuple[str, Any, dict[str, Any]]:
-        """(prompt, expected, metadata) from one decode: an attempt reads all three, and each
-        property below decodes the whole task again."""
-        return self._unpacked()
-
     @property
     def prompt(self) -> str:
-        return self._unpacked()[0]
+        return self.task()[0]
 
     @property
     def expected(self) -> Any:
-        return self._unpacked()[1]
+        return self.task()[1]
 
     @property
     def metadata(self) -> dict[str, Any]:
-        return self._unpacked()[2]
+        return self.task()[2]
 
     def _fields(self) -> tuple[Any, ...]:
-        return (self.id, *self._unpacked(), self.trials, self.assertions, self.judges, self.mock)
+        return (self.id, *self.task(), self.trials, self.assertions, self.judges, self.mock)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"ResolvedCase is immutable (cannot set {name!r})")
@@ -154,7 +151,7 @@ class ResolvedCase:
         return ResolvedCase, self._fields()
 
     def __repr__(self) -> str:
-        prompt, expected, metadata = self._unpacked()
+        prompt, expected, metadata = self.task()
         return (f"ResolvedCase(id={self.id!r}, prompt={prompt!r}, expected={expected!r}, metadata={metadata!r}, "
                 f"trials={self.trials!r}, assertions={self.assertions!r}, judges={self.judges!r}, mock={self.mock!r})")
 
@@ -178,7 +175,18 @@ def _fill(case: ResolvedCase, id: str, trials: int, assertions: tuple[Assertion,
     return case
 
 
-_NEW: Final = object.__new__
+class _View(ResolvedCase):
+    """A case being made as a view of a :class:`CaseTable` row: the same slots, but plain
+    attribute stores (what :class:`ResolvedCase` refuses), then made a ``ResolvedCase`` by one
+    ``__class__`` store: ~4.0 k instructions a view, ~8.8 k through the slots' setters (a view is made
+    ~15 times a case in a run; issue 16, bench/perf16_collect.md "Session 11")."""
+
+    __slots__ = ()
+    __setattr__ = object.__setattr__  # type: ignore[assignment]
+    __delattr__ = object.__delattr__  # type: ignore[assignment]  # both, or stores take the slow path
+    __init__ = object.__init__  # type: ignore[assignment]  # made by calling the class: cheaper than object.__new__
+
+
 _Profile = tuple[tuple[Assertion, ...], tuple[ResolvedJudge, ...]]
 
 
@@ -250,9 +258,15 @@ class CaseTable(Sequence[ResolvedCase]):
         return prompt, expected, metadata
 
     def _case(self, row: int) -> ResolvedCase:
-        assertions, judges = self._profiles[self._codes[row]]
-        return _fill(_NEW(ResolvedCase), self._ids[row], self._trials[row], assertions, judges,
-                     self._mocks.get(row) if self._mocks else None, row, self)
+        case: ResolvedCase = _View()
+        case.assertions, case.judges = self._profiles[self._codes[row]]
+        case.id = self._ids[row]
+        case.trials = self._trials[row]
+        case.mock = self._mocks.get(row) if self._mocks else None
+        case._task = row
+        case._table = self
+        case.__class__ = ResolvedCase  # immutable from here on
+        return case
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -281,6 +295,13 @@ class CaseTable(Sequence[ResolvedCase]):
         """Each case's trial count, in order (the array held: not to be changed); a loop that
         reads only ids and trials reads the columns, with no case made per row."""
         return self._trials
+
+    @property
+    def profiles(self) -> Sequence[_Profile]:
+        """The distinct (assertions, judges) pairs the cases hold, in the order of their first
+        case (the list held: not to be changed): a loop over every case's judges reads these,
+        with no case made per row."""
+        return self._profiles
 
     def id_trials(self) -> ColumnPairs[str, int]:
         """``(id, trials)`` of every case, in order, read from the columns held (no copy)."""

@@ -84,7 +84,7 @@ def variant_secret_names(variant: VariantConfig) -> list[str]:
 def judge_secret_names(resolved: ResolvedEval) -> list[str]:
     """The secrets the grading environment holds: those the eval's judges name."""
     names: dict[str, None] = {}
-    judges = [j for case in resolved.cases for j in case.judges]
+    judges = [j for _, case_judges in resolved.cases.profiles for j in case_judges]  # not a case made per row
     for judge in [*judges, *([resolved.pairwise] if resolved.pairwise else [])]:
         names.update(dict.fromkeys(judge.secrets))
     return list(names)
