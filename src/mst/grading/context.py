@@ -4,6 +4,8 @@ A run grades tens of thousands of trials with one resolved eval. The names and i
 case's assertions and judges, the graders' manifest (and its encoded bytes), the judges set that
 ``--resume`` compares, and the redactor are made once here and passed explicitly, so nothing is
 cached in module globals keyed by object ids, and two runs in one process cannot see each other's.
+The one module-level memo, the eval's judges (``_EvalJudges``), holds a weak reference to the
+resolved eval itself and is checked by identity: another eval reads its own.
 """
 
 from __future__ import annotations
