@@ -40,8 +40,9 @@ def test_grading_reads_each_case_a_bounded_number_of_times(tmp_path: Path, monke
     """Each read of ``resolved.cases`` makes every case afresh (a view of its row): grading keeps
     no map of every case (~130 bytes a case held while a 100,000-case run grades, issue 16), and
     a case's trials share the one view its plan walk made. Planning a first grading reads none;
-    grading reads each case twice (its walk, the judges' secrets: the eval's judges were read by
-    the preflight, once), where it read each four times, planning once more."""
+    grading reads each case once (its walk: the judges' secret names come from the table's
+    distinct profiles, and the eval's judges were read by the preflight, once), where it read
+    each four times, planning once more."""
     import mst.api as api
     from mst.config.resolved import CaseTable
 
@@ -78,7 +79,7 @@ def test_grading_reads_each_case_a_bounded_number_of_times(tmp_path: Path, monke
     monkeypatch.setattr(phase, "grade_trial", grade_trial)
     outcome = grade(source, runs_dir=tmp_path / "regrades")
     assert outcome.run.meta.phases.grade == "complete"
-    assert reads == {"plan": 0, "grade": 2 * 5}, reads
+    assert reads == {"plan": 0, "grade": 5}, reads
     by_case: dict[str, set[int]] = {}
     for case_id, case in graded:
         by_case.setdefault(case_id, set()).add(case)
