@@ -228,44 +228,43 @@ def _indented(value: Any, level: int, out: bytearray, spill: Callable[[], None])
     if not isinstance(value, Iterator) and _flat(value):
         out += orjson.dumps(value, option=_INDENT).replace(b"\n", b"\n" + b"  " * level)
         return
+    keyed = isinstance(value, Mapping)
+    entries = _in_key_order(value) if keyed else ((None, item) for item in value)
+    out += b"{" if keyed else b"["
+    first = _entries(entries, keyed, level, out, spill)
+    close = b"}" if keyed else b"]"
+    out += close if first else b"\n" + b"  " * level + close
+
+
+def _entries(entries: Iterable[tuple[str | None, Any]], keyed: bool, level: int, out: bytearray,
+             spill: Callable[[], None]) -> bool:
+    """Append a list's or dict's entries (``keyed``: a dict's, as (key, value)) as
+    :func:`_indented` writes them: runs of flat entries by one orjson call (:func:`_flat_batch`),
+    others an entry at a time, ``spill`` called after each. Whether nothing was written."""
     inner = b"\n" + b"  " * (level + 1)
-    if isinstance(value, Mapping):
-        out += b"{"
-        batch: dict[str, Any] = {}
-        first = True
-        for key, item in _in_key_order(value):
-            if _flat(item):
-                batch[key] = item
-                if len(batch) < _BATCH:
-                    continue
-            first = _flat_batch(batch, level, out, first)
-            if key not in batch:
-                out += (inner if first else b"," + inner) + orjson.dumps(key) + b": "
-                _indented(item, level + 1, out, spill)
-                first = False
-            batch.clear()
-            spill()
-        first = _flat_batch(batch, level, out, first)
-        out += b"}" if first else b"\n" + b"  " * level + b"}"
-        return
-    out += b"["
-    items: list[Any] = []
+    by_key: dict[str, Any] = {}
+    in_order: list[Any] = []
+    batch: dict[str, Any] | list[Any] = by_key if keyed else in_order
     first = True
-    for item in value:  # a list, or an iterator of a list's entries (see RunMeta)
+    for key, item in entries:
         if _flat(item):
-            items.append(item)
-            if len(items) < _BATCH:
+            if keyed:
+                by_key[cast(str, key)] = item
+            else:
+                in_order.append(item)
+            if len(batch) < _BATCH:
                 continue
-            first = _flat_batch(items, level, out, first)
+            first = _flat_batch(batch, level, out, first)
         else:
-            first = _flat_batch(items, level, out, first)
+            first = _flat_batch(batch, level, out, first)
             out += inner if first else b"," + inner
+            if keyed:
+                out += orjson.dumps(key) + b": "
             _indented(item, level + 1, out, spill)
             first = False
-        items.clear()
+        batch.clear()
         spill()
-    first = _flat_batch(items, level, out, first)
-    out += b"]" if first else b"\n" + b"  " * level + b"]"
+    return _flat_batch(batch, level, out, first)
 
 
 def _flat_batch(batch: list[Any] | dict[str, Any], level: int, out: bytearray, first: bool) -> bool:
