@@ -66,3 +66,48 @@ def test_a_trial_past_what_a_slot_owner_holds_is_refused() -> None:
     assert index.key(last) == ("v", "c", 524_279)
     with pytest.raises(ValueError, match="trials per case"):
         index.slot(("v", "c", 524_280))
+
+
+def _comparisons_held(cases: int) -> int:
+    """Bytes a comparisons index holds for ``cases`` pair keys, its case numbers shared with an
+    attempts index that has them already (a run's comparisons come after its attempts)."""
+    ids = [f"case-{c:06d}" for c in range(cases)]
+    attempts: KeyIndex[tuple[str, str, int]] = KeyIndex()
+    for case in ids:
+        attempts.slot(("base", case, 0))
+    pairs = [("cand", case) for case in ids]
+    tracemalloc.start()
+    try:
+        index: KeyIndex[tuple[str, str]] = KeyIndex(cases_of=attempts)
+        for key in pairs:
+            index.slot(key)
+        return tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_pair_key_costs_a_few_bytes_when_the_cases_are_numbered_already() -> None:
+    # ~140 bytes a pair as a key of its own (a dict entry, an int, the key kept); 12 as an array
+    # entry and two owner entries.
+    per_case = (_comparisons_held(20_000) - _comparisons_held(2_000)) / 18_000
+    assert per_case < 20, f"a comparison's key: {per_case:.0f} bytes"
+
+
+def test_pair_keys_keep_their_slots_and_sort_as_their_keys() -> None:
+    rng = random.Random(3)
+    attempts: KeyIndex[tuple[str, str, int]] = KeyIndex()
+    cases = [f"c{c}" for c in rng.sample(range(50), 30)]
+    for case in cases[:10]:
+        attempts.slot(("a", case, 0))
+    index: KeyIndex[tuple[str, str]] = KeyIndex(cases_of=attempts)
+    pairs = [(cand, case) for cand in ("zz", "b", "a") for case in rng.sample(cases, 20)]
+    rng.shuffle(pairs)
+    slots = {key: index.slot(key) for key in pairs}
+    assert sorted(slots.values()) == list(range(len(pairs)))  # a slot each, none more
+    assert all(index.key(slot) == key and index.find(key) == slot for key, slot in slots.items())
+    assert [index.key(s) for s in index.slots_in_key_order()] == sorted(pairs)
+    assert index.find(("a", "c-none")) is None and index.find(("none", cases[0])) is None
+    # The attempts' index numbered the pairs' new cases too, and finds its own keys as before.
+    assert all(attempts.find(("a", case, 0)) is not None for case in cases[:10])
+    assert attempts.find(("a", cases[-1], 0)) is None and len(attempts) == 10
+    assert attempts.find(pairs[0]) is None  # the pairs are the other index's

@@ -90,6 +90,7 @@ def _first_trial(high: int) -> int:
 
 _VARIANT_BITS = 16  # a block slot's owner, 4 bytes: variant number << 16 | block number
 _MOST = 1 << _VARIANT_BITS  # variants, and blocks per variant and case (trials < 524,280)
+_SLOTS = (1 << 31) - 1  # slots of one key index: kept in 4-byte arrays
 
 
 class KeyIndex(Generic[K]):
@@ -100,24 +101,32 @@ class KeyIndex(Generic[K]):
     variant and case (see :func:`_block_of`): the index costs memory per case, not per attempt,
     and little per case. Each case id is numbered once (one dict entry, shared by the variants);
     a block's first slot is kept in an array per variant and block number, at the case's number
-    (8 bytes); a slot's owner (its case's number, its variant's and its block's) in two arrays of
+    (4 bytes); a slot's owner (its case's number, its variant's and its block's) in two arrays of
     4 bytes a slot: fewer than 65,536 variants, 524,280 trials per case. A dict entry and a key
     tuple per variant and case (the earlier layout) cost ~300 bytes per case of a two-variant run,
-    this ~100 (bench/perf16_memory.md). Any other key (a comparison's ``(candidate, case)``)
-    takes a slot of its own.
+    this ~100 (bench/perf16_memory.md).
+
+    A pair key ``(candidate, case)`` (a comparison's) takes a slot kept the same way: in an array
+    per candidate, at the case's number. ``cases_of`` shares another index's case numbering (a
+    run's comparisons number their cases as its attempts do): a comparison then costs 16 bytes
+    where a slot of its own (a dict entry, an int and the key tuple) cost ~140 (issue 16). Any other
+    key takes a slot of its own.
     """
 
-    __slots__ = ("_case_names", "_cases", "_owner_block", "_owner_case", "_single_keys", "_singles", "_starts",
-                 "_variant_names", "_variants")
+    __slots__ = ("_case_names", "_cases", "_owner_block", "_owner_case", "_pairs", "_single_keys", "_singles",
+                 "_starts", "_variant_names", "_variants")
 
-    def __init__(self) -> None:
-        self._cases: dict[str, int] = {}  # case id -> its number
-        self._case_names: list[str] = []  # number -> case id
+    def __init__(self, cases_of: KeyIndex[Any] | None = None) -> None:
+        # case id -> its number, and number -> case id: shared with ``cases_of`` when given
+        self._cases: dict[str, int] = cases_of._cases if cases_of is not None else {}
+        self._case_names: list[str] = cases_of._case_names if cases_of is not None else []
         self._starts: dict[str, list[array[int]]] = {}  # variant -> per block number: case number -> first slot
-        self._variants: dict[str, int] = {}  # variant -> its number
-        self._variant_names: list[str] = []  # number -> variant
+        self._pairs: dict[str, array[int]] = {}  # candidate -> case number -> the slot of (candidate, case)
+        self._variants: dict[str | tuple[str], int] = {}  # variant -> its number; (candidate,) -> its pairs' number
+        # number -> variant, or (candidate,) for a candidate's pairs: key() tells them apart by type
+        self._variant_names: list[str | tuple[str]] = []
         self._owner_case = array("i")  # slot -> its case's number, or -1 - its single key's number
-        self._owner_block = array("I")  # slot -> variant number << _VARIANT_BITS | block number
+        self._owner_block = array("I")  # slot -> variant number << _VARIANT_BITS | block number (a pair: 0)
         self._singles: dict[K, int] = {}
         self._single_keys: list[K] = []
 
@@ -129,30 +138,56 @@ class KeyIndex(Generic[K]):
                 return variant, case, trial
         return None
 
+    @staticmethod
+    def _pair_key(key: object) -> tuple[str, str] | None:
+        if type(key) is tuple and len(key) == 2:
+            candidate, case = key
+            if type(candidate) is str and type(case) is str:
+                return candidate, case
+        return None
+
     def slot(self, key: K) -> int:
         start = self.find(key)
         if start is not None:
             return start
         trial_key = self._block_key(key)
-        if trial_key is None:
-            slot = self._singles[key] = len(self._owner_case)
-            self._owner_case.append(-1 - len(self._single_keys))
-            self._owner_block.append(0)
-            self._single_keys.append(key)
-            return slot
-        variant, case, trial = trial_key
-        high, first, size = _block_of(trial)
+        if trial_key is not None:
+            variant, case, trial = trial_key
+            high, first, size = _block_of(trial)
+            start = self._new_slots(self._column(variant, high), case, size, self._owner(variant, high))
+            return start + trial - first
+        pair_key = self._pair_key(key)
+        if pair_key is not None:
+            candidate, case = pair_key
+            column = self._pairs.get(candidate)
+            if column is None:
+                column = self._pairs[candidate] = array("i")
+            return self._new_slots(column, case, 1, self._owner((candidate,), 0))
+        slot = self._singles[key] = len(self._owner_case)
+        self._owner_case.append(-1 - len(self._single_keys))
+        self._owner_block.append(0)
+        self._single_keys.append(key)
+        return slot
+
+    def _new_slots(self, column: array[int], case: str, size: int, owner: int) -> int:
+        """``size`` new slots, owned by ``owner`` and ``case``, the first kept in ``column`` at the
+        case's number."""
         number = self._case_number(case)
-        column = self._column(variant, high)
         if number >= len(column):
             column.extend([_ABSENT] * (number + 1 - len(column)))
-        start = column[number] = len(self._owner_case)
+        start = len(self._owner_case)
+        if start + size > _SLOTS:
+            raise ValueError(f"a key index holds at most {_SLOTS} slots")
+        column[number] = start
         self._owner_case.extend(array("i", [number]) * size)
-        self._owner_block.extend(array("I", [self._owner(variant, high)]) * size)
-        return start + trial - first
+        self._owner_block.extend(array("I", [owner]) * size)
+        return start
 
-    def _owner(self, variant: str, high: int) -> int:
-        number = self._variants[variant]
+    def _owner(self, variant: str | tuple[str], high: int) -> int:
+        number = self._variants.get(variant)
+        if number is None:  # a pair's candidate, first seen
+            number = self._variants[variant] = len(self._variant_names)
+            self._variant_names.append(variant)
         if number >= _MOST or high >= _MOST:
             raise ValueError(f"a run holds fewer than {_MOST} variants and {_MOST * _TRIALS_PER_BLOCK - 8} trials "
                              f"per case: {variant!r}, trial {_first_trial(high)}")
@@ -174,7 +209,7 @@ class KeyIndex(Generic[K]):
             self._variants[variant] = len(self._variant_names)
             self._variant_names.append(variant)
         while len(columns) <= high:
-            columns.append(array("q"))
+            columns.append(array("i"))
         return columns[high]
 
     def find(self, key: object) -> int | None:
@@ -198,6 +233,14 @@ class KeyIndex(Generic[K]):
                 if high >= len(columns) or number >= len(column := columns[high]) or column[number] < 0:
                     return None
                 return column[number] + trial - first
+        elif type(key) is tuple and len(key) == 2 and self._pairs:
+            candidate, case = key
+            if type(candidate) is str and type(case) is str:
+                pairs = self._pairs.get(candidate)
+                number = self._cases.get(case)
+                if pairs is None or number is None or number >= len(pairs) or pairs[number] < 0:
+                    return None
+                return pairs[number]
         return self._singles.get(key)  # type: ignore[arg-type]
 
     def key(self, slot: int) -> K:
@@ -206,6 +249,8 @@ class KeyIndex(Generic[K]):
             return self._single_keys[-1 - number]
         owner = self._owner_block[slot]
         variant, high = self._variant_names[owner >> _VARIANT_BITS], owner & (_MOST - 1)
+        if isinstance(variant, tuple):  # a pair's candidate
+            return (variant[0], self._case_names[number])  # type: ignore[return-value]
         start = self._starts[variant][high][number]
         return (variant, self._case_names[number], _first_trial(high) + slot - start)  # type: ignore[return-value]
 
@@ -225,19 +270,30 @@ class KeyIndex(Generic[K]):
                 for high, column in enumerate(columns):
                     if number < len(column) and (start := column[number]) >= 0:
                         yield from range(start, start + _block_of(_first_trial(high))[2])
-        for key in sorted(self._singles):  # type: ignore[type-var]
-            yield self._singles[key]
+        if self._singles:  # pairs sorted among the other keys, as the keys they are
+            yield from (self.slot(key) for key in sorted([*map(self.key, self._pair_slots(numbers)),  # type: ignore
+                                                           *self._singles]))
+        else:
+            yield from self._pair_slots(numbers)
+
+    def _pair_slots(self, numbers: list[int]) -> Iterator[int]:
+        """The pairs' slots, in the order of their keys (``numbers``: the case numbers by id)."""
+        for candidate in sorted(self._pairs):
+            column = self._pairs[candidate]
+            for number in numbers:
+                if number < len(column) and (slot := column[number]) >= 0:
+                    yield slot
 
 
 class KeyList(Sequence[K]):
-    """A list of keys of one :class:`KeyIndex`, held as their slots (8 bytes each) and made
+    """A list of keys of one :class:`KeyIndex`, held as their slots (4 bytes each) and made
     into keys when read: a plan of 100,000 trials is not 100,000 key tuples."""
 
     __slots__ = ("_index", "_slots")
 
     def __init__(self, index: KeyIndex[K]) -> None:
         self._index = index
-        self._slots = array("q")
+        self._slots = array("i")
 
     def append(self, key: K) -> None:
         self._slots.append(self._index.slot(key))
@@ -478,8 +534,10 @@ class RecordStore(MutableMapping[K, V]):
         size = self._size = size + len(data)
         # Buffered, then one write to the spill file. The block is read here, not bound at
         # import: a test that makes blocks small (to see a big run's memory in a small one)
-        # must make this buffer small too, as it is, next to its records, in a big run.
-        if size - self._flushed >= fileio.IO_BLOCK:
+        # must make this buffer small too, as it is, next to its records, in a big run. A
+        # quarter block: grading fills three stores at once, and three whole blocks were ~3 MiB
+        # of the run's peak (issue 16); a write of a quarter block costs as little per byte.
+        if size - self._flushed >= fileio.IO_BLOCK >> 2:
             self._flush()
         if self._summarize is not None:
             self._keep_summary(slot, self._summarize(value))

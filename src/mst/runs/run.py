@@ -54,8 +54,9 @@ def _status(grading: TrialGrading) -> str:
     return grading.status
 
 
-def _comparisons() -> RecordStore[tuple[str, str], CaseComparison]:
-    return RecordStore(codec=_COMPARISON)
+def _comparisons(attempts: KeyIndex[Key] | None = None) -> RecordStore[tuple[str, str], CaseComparison]:
+    """The comparisons' store: its keys numbered by the attempts' case numbers (see KeyIndex)."""
+    return RecordStore(codec=_COMPARISON, keys=KeyIndex(cases_of=attempts))
 
 
 @dataclass
@@ -77,12 +78,16 @@ class Run:
         keys: KeyIndex[Key] = KeyIndex()  # an attempt and its grading share one key
         self.attempts = RecordStore(summarize=ending_of, keys=keys, codec=_ATTEMPT)
         self.trial_grades = RecordStore(keys=keys, codec=_GRADING, summarize=_status)
+        if not self.comparisons:
+            self.comparisons = _comparisons(keys)
 
     def adopt_attempts(self, attempts: RecordStore[Key, AttemptRecord]) -> None:
         """Take another run's attempt records as they are (a regrade grades the same attempts);
         grading starts empty."""
         self.attempts = attempts
         self.trial_grades = RecordStore(keys=attempts.key_index, codec=_GRADING, summarize=_status)
+        if not self.comparisons:
+            self.comparisons = _comparisons(attempts.key_index)
 
     @property
     def root(self) -> str:
