@@ -196,14 +196,16 @@ def summarize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE
     }
 
     def rows() -> Iterator[dict[str, Any]]:
-        made: dict[CaseTrials, dict[str, Any]] = {}  # equal trials, equal figures: each made once
+        # A shared CaseTrials' figures made once, by identity (the objects are held in by_variant
+        # while the rows are made; hashing a dataclass is a Python call per case and variant).
+        made: dict[int, dict[str, Any]] = {}
 
         def counts(trials: CaseTrials) -> dict[str, Any]:
-            row = made.get(trials)
+            row = made.get(id(trials))
             if row is None:
                 row = case_row(trials, rule_json)
                 if len(made) < _SHARED_TRIALS:
-                    made[trials] = row
+                    made[id(trials)] = row
             return row
 
         for i, (case_id, expected) in enumerate(resolved.cases.id_trials()):  # no case made per row
@@ -233,9 +235,10 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
     cases: list[CaseTrials] = []
     # Equal trials, one shared object and its pass rate, worked out once (case_status per case
     # cost more than the look-up).
-    alike: dict[CaseTrials, tuple[CaseTrials, float | None]] = {}
+    alike: dict[tuple[int, tuple[bool | None, ...]], tuple[CaseTrials, float | None]] = {}  # by (expected,
+    # passes): a tuple's hash and equality are C's, a dataclass's are Python calls
     columns = Columns.over(resolved.cases.ids)  # the eval's ids, held once for every variant
-    used: Counter[str] = Counter()  # per metric, the trial values of complete cases
+    used: dict[str, int] = {}  # per metric, the trial values of complete cases (a dict: a Counter's += is slower)
     infra: Counter[str] = Counter()
     retryable = 0
     needs_fix: list[dict[str, Any]] = []
@@ -298,19 +301,28 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
                     name = verdict.judge
                     ref = judge_refs.get(name) or judge_refs.setdefault(name, "judge:" + name)
                     case_values.setdefault(ref, []).append(verdict.score)
-        trials = CaseTrials(expected, tuple(passes))
-        seen = alike.get(trials)
+        outcome = (expected, tuple(passes))
+        seen = alike.get(outcome)
         if seen is None:
+            trials = CaseTrials(*outcome)
             seen = (trials, _complete_rate(trials, rule))
             if len(alike) < _SHARED_TRIALS:
-                alike[trials] = seen
+                alike[outcome] = seen
         trials, rate = seen
         cases.append(trials)
         row: dict[str, float | None] = {PASS_RATE: rate}
         for ref, values in case_values.items():
-            row[ref] = _case_mean(values, case_id)
-            if rate is not None:
-                used[ref] += len(values) - values.count(None)
+            if len(values) == 1:  # one trial: the value itself, finite (no call: most runs have one trial)
+                value = values[0]
+                if value is not None and not (value.__class__ is float and value - value == 0.0):
+                    value = finite(value, case_id)  # not a finite float: made one, or the error
+                row[ref] = value
+                if rate is not None and value is not None:
+                    used[ref] = used.get(ref, 0) + 1
+            else:
+                row[ref] = _case_mean(values, case_id)
+                if rate is not None:
+                    used[ref] = used.get(ref, 0) + len(values) - values.count(None)
         columns.add_values(row)
     extra = {
         "trials": {"total": sum(outcomes.values()), "ungraded": ungraded, "outcomes": dict(sorted(outcomes.items()))},
@@ -331,13 +343,8 @@ def _complete_rate(trials: CaseTrials, rule: CasePassRule) -> float | None:
 
 
 def _case_mean(values: list[float | None], case_id: str) -> float | None:
-    if len(values) == 1:  # one trial: the value itself (fsum of one float is that float)
-        value = values[0]
-        if value is None:
-            return None
-        if value.__class__ is float and value - value == 0.0:  # finite: what finite() checks, without the call
-            return value
-        return finite(value, case_id)
+    """The mean of a case's trial values (a case of one trial takes its value as it is, in
+    ``_variant_cases``: the fsum of one float is that float)."""
     summed = case_sum(values, case_id)
     return None if summed is None else summed[0] / summed[1]
 
@@ -347,7 +354,7 @@ def _grader_means(columns: Columns, used: Mapping[str, int], resolved: ResolvedE
     """Each grader's mean over the complete cases (equal weight per case), inside its declared
     range; ``n``, the trial values it rests on; how many incomplete cases were left out."""
     left_out = columns.incomplete()
-    return {m.ref[len("grader:"):]: {**metric_mean(columns, m, confidence), "n": used[m.ref],
+    return {m.ref[len("grader:"):]: {**metric_mean(columns, m, confidence), "n": used.get(m.ref, 0),
                                      "excludedIncomplete": left_out}
             for m in sorted(metrics_of(columns, resolved), key=lambda m: m.ref) if m.ref.startswith("grader:")}
 
