@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,7 +142,10 @@ def _thaw(value: Any) -> Any:
 _SHARED_TRIALS = 4096
 
 
-def finalize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE) -> Summary:
+def finalize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE,
+             on_row: Callable[[dict[str, Any]], None] | None = None) -> Summary:
+    """Write results.json, comparisons.json and summary.json; summary.json's head as read. Each
+    case row written is also given to ``on_row`` (the report's matrix: it then reads no row back)."""
     # The records as stored, one per line: never the whole list in memory, never encoded again.
     write_record_file(run.paths.results, {"schema": RESULTS_SCHEMA, "run": run.id}, "trials",
                       run.trial_grades.raw_in_key_order())
@@ -150,8 +153,17 @@ def finalize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE) -
                         "baseline": resolved.baseline.id if resolved.baseline else None}
     write_record_file(run.paths.comparisons, comparisons_head, "comparisons", run.comparisons.raw_in_key_order())
     summary, rows = summarize(run, resolved, confidence)
-    write_record_file(run.paths.summary, summary, "cases", (orjson.dumps(row) for row in rows))
+    write_record_file(run.paths.summary, summary, "cases", (orjson.dumps(row) for row in _seen(rows, on_row)))
     return Summary.from_json(summary)  # decoded once, here
+
+
+def _seen(rows: Iterator[dict[str, Any]], on_row: Callable[[dict[str, Any]], None] | None
+          ) -> Iterator[dict[str, Any]]:
+    """``rows``, each given to ``on_row`` (when there is one) on its way to the file."""
+    for row in rows:
+        if on_row is not None:
+            on_row(row)
+        yield row
 
 
 def summarize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE
