@@ -51,10 +51,12 @@ def write_chunks(run: Run, case_ids: Sequence[str], folder: Path, plan: ChunkPla
     by_case: dict[str, list[Key]] = {}
     for key in run.attempts:
         by_case.setdefault(key[1], []).append(key)
+    slot_of = run.attempts.slot_of
     written = 0
     for start in range(0, len(case_ids), plan.size):
         group = case_ids[start:start + plan.size]
-        body = b",".join(_case_entry(run, case, sorted(by_case.get(case, ()))) for case in group)
+        body = b",".join(_case_entry(run, case, [(key, slot_of(key)) for key in sorted(by_case.get(case, ()))])
+                         for case in group)
         _write_chunk(folder / plan.name(start), body)
         written += 1
     return written
@@ -143,8 +145,9 @@ class ChunkStream:
         """Write the next case's entry, from the records in hand when ``held``."""
         case, trials = self.cases[self._next]
         attempts = self.run.attempts
-        keys = [(v, case, t) for v in self.variants for t in range(trials)
-                if attempts.holds(attempts.slot_of((v, case, t)))]
+        slot_of, holds = attempts.slot_of, attempts.holds
+        keys = [(key, slot) for v in self.variants for t in range(trials)
+                if holds(slot := slot_of(key := (v, case, t)))]
         self._keys += len(keys)
         self._entries.append(_case_entry(self.run, case, keys, self._graded, self._compared) if held
                              else _case_entry(self.run, case, keys))
@@ -158,15 +161,17 @@ class ChunkStream:
             self._entries.clear()
 
 
-def _case_entry(run: Run, case: str, keys: list[Key], graded: Mapping[Key, tuple[bytes, bytes | None]] | None = None,
+def _case_entry(run: Run, case: str, keys: list[tuple[Key, int | None]],
+                graded: Mapping[Key, tuple[bytes, bytes | None]] | None = None,
                 compared: Mapping[str, bytes] | None = None) -> bytes:
-    """The case's trials and comparisons; ``graded`` and ``compared`` are records (and
-    transcripts) in hand, the others are read from the run."""
+    """The case's trials (each key with its slot in the attempts, looked up once) and
+    comparisons; ``graded`` and ``compared`` are records (and transcripts) in hand, the others
+    are read from the run."""
     graded, compared = graded or {}, compared or {}
-    trials = b",".join(orjson.dumps(f"{v}/{t}") + b":" + _trial(run, (v, c, t), graded.get((v, c, t)))
-                       for v, c, t in keys)
+    trials = b",".join(orjson.dumps(f"{key[0]}/{key[2]}") + b":" + _trial(run, key, slot, graded.get(key))
+                       for key, slot in keys)
     pairs = [orjson.dumps(v) + b":" + _comparison(run, (v, case), compared)
-             for v in sorted({k[0] for k in keys}) if v in compared or (v, case) in run.comparisons]
+             for v in sorted({k[0] for k, _ in keys}) if v in compared or (v, case) in run.comparisons]
     return orjson.dumps(case) + b':{"trials":{' + trials + b'},"pairs":{' + b",".join(pairs) + b"}}"
 
 
@@ -175,12 +180,17 @@ def _comparison(run: Run, key: tuple[str, str], compared: Mapping[str, bytes]) -
     return held if held is not None else run.comparisons.raw(key)
 
 
-def _trial(run: Run, key: Key, held: tuple[bytes, bytes | None] | None = None) -> bytes:
-    attempt = run.attempts.raw(key)
+def _trial(run: Run, key: Key, slot: int | None, held: tuple[bytes, bytes | None] | None = None) -> bytes:
+    """The trial's entry; ``slot``: its attempt's (:meth:`RecordStore.slot_of`), its grading's
+    too when the stores share their keys (a run's do)."""
+    attempts = run.attempts
+    attempt = attempts.raw_at(slot)
     if held is not None:
         grade, transcript = held
     else:
-        grade, transcript = (run.trial_grades.raw(key) if key in run.trial_grades else b"null"), None
+        grades = run.trial_grades
+        at = slot if grades.key_index is attempts.key_index else grades.slot_of(key)
+        grade, transcript = (grades.raw_at(at) if grades.holds(at) else b"null"), None
     record = orjson.loads(attempt)
     events = transcript_json(run.paths, record.get("transcript"), plain=transcript)
     rel = record.get("artifacts")

@@ -198,7 +198,7 @@ def summarize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE
         "confidence": confidence,
         "totals": {
             "attempts": len(run.attempts),
-            "trials": sum(1 for k in run.attempts if endings.is_trial(run.ending(k))),
+            "trials": sum(1 for ending in run.attempts.summaries() if endings.is_trial(ending)),
             "infrastructureFailures": sum(v["infrastructure"]["total"] for v in variants),
             "cases": len(resolved.cases),
             "incompleteCases": sum(v["cases"]["incomplete"] for v in variants),
