@@ -122,9 +122,9 @@ class ChunkStream:
         """Every record of ``case_id`` is stored: write its entry (and those of the cases
         before it that grading did not visit)."""
         while self.whole and self._next < len(self.cases):
-            current = self.cases[self._next][0]
-            self._add(held=current == case_id)  # the records in hand are the done case's only
-            if current == case_id:
+            current = self.cases[self._next]
+            self._add(current, held=current[0] == case_id)  # the records in hand are the done case's only
+            if current[0] == case_id:
                 return
         self.whole = False  # a case out of the eval's order (trials it no longer lists)
         self._graded.clear()
@@ -133,7 +133,7 @@ class ChunkStream:
     def close(self) -> bool:
         """Write the cases left and the last chunk; whether the chunks hold every attempt."""
         while self.whole and self._next < len(self.cases):
-            self._add()
+            self._add(self.cases[self._next])
         self.whole = self.whole and self._keys == len(self.run.attempts)
         if self.whole:
             self.folder.mkdir(parents=True, exist_ok=True)  # as write_chunks: there even for no case
@@ -141,9 +141,10 @@ class ChunkStream:
             shutil.rmtree(self.folder, ignore_errors=True)
         return self.whole
 
-    def _add(self, *, held: bool = False) -> None:
-        """Write the next case's entry, from the records in hand when ``held``."""
-        case, trials = self.cases[self._next]
+    def _add(self, current: tuple[str, int], *, held: bool = False) -> None:
+        """Write the next case's entry (``current``: its id and trials, as read by the caller),
+        from the records in hand when ``held``."""
+        case, trials = current
         attempts = self.run.attempts
         slot_of, holds = attempts.slot_of, attempts.holds
         keys = [(key, slot) for v in self.variants for t in range(trials)
@@ -170,8 +171,10 @@ def _case_entry(run: Run, case: str, keys: list[tuple[Key, int | None]],
     graded, compared = graded or {}, compared or {}
     trials = b",".join(orjson.dumps(f"{key[0]}/{key[2]}") + b":" + _trial(run, key, slot, graded.get(key))
                        for key, slot in keys)
+    comparisons = run.comparisons
     pairs = [orjson.dumps(v) + b":" + _comparison(run, (v, case), compared)
-             for v in sorted({k[0] for k, _ in keys}) if v in compared or (v, case) in run.comparisons]
+             for v in sorted({k[0] for k, _ in keys})
+             if v in compared or (len(comparisons) and (v, case) in comparisons)]  # none held: none looked up
     return orjson.dumps(case) + b':{"trials":{' + trials + b'},"pairs":{' + b",".join(pairs) + b"}}"
 
 
