@@ -7,7 +7,7 @@ by the path that produced them. Linear in the number of attempts.
 from __future__ import annotations
 
 from array import array
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -137,6 +137,8 @@ def _thaw(value: Any) -> Any:
     return value
 
 
+_NUMBER = (int, float)  # isinstance's types, made once (``int | float`` makes a union per test)
+
 # Distinct per-case trial outcomes shared (a run of five trials a case has at most 3**5 of
 # ``True``/``False``/``None`` per trial count): past this many, cases keep their own.
 _SHARED_TRIALS = 4096
@@ -254,9 +256,9 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
     infra: Counter[str] = Counter()
     retryable = 0
     needs_fix: list[dict[str, Any]] = []
-    outcomes: Counter[str] = Counter()
+    outcomes: dict[str, int] = {}  # plain dicts, not Counter / defaultdict: their += per trial is slower
     ungraded = 0
-    usage: dict[str, float] = defaultdict(float)
+    usage: dict[str, float] = {}
     durations = array("d")  # 8 bytes per attempt, summed as a list would be
     rule = resolved.config.casePass
     attempts, grades = run.attempts, run.trial_grades
@@ -280,7 +282,7 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
                 if not ending.retryable:
                     needs_fix.append({"case": case_id, "trial": trial, "what": ending.what, "why": ending.why})
                 continue
-            outcomes[ending.outcome] += 1
+            outcomes[ending.outcome] = outcomes.get(ending.outcome, 0) + 1
             # The grading's stored JSON, not a TrialGrading: its verdicts are decoded (as the
             # record's are), its grader values read as they are.
             grade = grades.json_at(slot if shared else grades.slot_of(key))
@@ -293,8 +295,8 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
             record = attempts.json_at(slot)
             assert record is not None
             for name, value in usage_of(record).items():
-                if isinstance(value, int | float):
-                    usage[name] += value
+                if isinstance(value, _NUMBER):
+                    usage[name] = usage.get(name, 0.0) + value
             duration = duration_of(record)
             if duration is not None:
                 durations.append(float(duration))
