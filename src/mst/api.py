@@ -277,12 +277,16 @@ def _report_chunks(run: Run, resolved: ResolvedEval) -> ChunkStream:
 
 def _finish(run: Run, resolved: ResolvedEval, sharded: Sharded | None = None,
             confidence: float = CONFIDENCE, chunks: ChunkStream | None = None) -> Outcome:
-    summary = finalize(run, resolved, confidence)
+    from mst.report.html import Matrix, write_report
+
+    # The page's case matrix made from summary.json's rows as they are written, not read back.
+    matrix = Matrix.start([v.id for v in resolved.variants],
+                          (case for case, _ in chunks.cases) if chunks is not None else None)
+    summary = finalize(run, resolved, confidence, on_row=matrix.add_row)
     run.meta = run.meta.updated(_now())
     run.write()
-    from mst.report.html import write_report
-
-    write_report(run, chunks)  # after summary.json: the page shows what the terminal prints (docs/report.md)
+    # after summary.json: the page shows what the terminal prints (docs/report.md)
+    write_report(run, chunks, matrix.done())
     write_latest(run.paths)
     if sharded is not None and sharded.interrupted:
         raise KeyboardInterrupt  # after the run is written: it is resumable

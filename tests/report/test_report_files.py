@@ -4,6 +4,7 @@ the summary embedded as the typed Summary reads it, transcripts cut visibly, `ms
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,11 @@ import pytest
 from tests.helpers import load, only_run, run_cli
 
 from mst import fileio
-from mst.report.html import CHUNKS_DIR, PageData, render_page, write_report
+from mst.report.html import CHUNKS_DIR, Matrix, PageData, render_page, write_report
 from mst.report.trials import CUT_EVENT, NO_ARTIFACTS, ChunkPlan, list_artifacts, transcript_json
 from mst.runs.layout import RunPaths
-from mst.runs.record_files import read_record_file
+from mst.runs.record_files import RecordFile, read_record_file
+from mst.runs.run import open_run
 from mst.runs.summary import Summary
 
 
@@ -87,6 +89,33 @@ def test_the_page_data_is_written_in_pieces_as_one_escaped_json_value(report_run
     assert not PageData.of(summary, head, iter(rows), "g", order=iter(["case-</script><b>", "plain"])).matrix.ordered
     assert PageData.of(summary, head, iter(rows), "g", order=iter(r["id"] for r in rows)).matrix.ordered
 
+
+def test_a_matrix_made_as_the_rows_are_written_gives_the_page_read_from_the_file(
+        report_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """write_report given summary.json's rows' matrix reads only the file's head, and writes the
+    page it writes from the rows read back (same bytes but the chunks' generation)."""
+    rows = load(report_run / "summary.json")["cases"]
+    variants = list(rows[0]["variants"])
+    generation = re.compile(rb"report/[0-9a-f]{8}")
+    read_back = generation.sub(b"GEN", write_report(report_run).read_bytes())
+    matrix = Matrix.start(variants, iter(r["id"] for r in rows))
+    for row in rows:
+        matrix.add_row(row)
+    assert matrix.done().ordered
+
+    def no_rows(self: object) -> Iterator[Any]:  # as records(): reads when iterated, fails then
+        yield from ()
+        raise AssertionError("the rows were read back")
+
+    run = open_run(report_run)
+    monkeypatch.setattr(RecordFile, "records", no_rows)
+    assert generation.sub(b"GEN", write_report(run, None, matrix).read_bytes()) == read_back
+    short = Matrix.start(variants, iter([r["id"] for r in rows][:-1]))
+    longer = Matrix.start(variants, iter([*(r["id"] for r in rows), "more"]))
+    for row in rows:
+        short.add_row(row)
+        longer.add_row(row)
+    assert not short.done().ordered and not longer.done().ordered
 
 def test_every_trial_is_in_its_chunk_with_its_evidence(report_run: Path) -> None:
     data = page_data(report_run / "report.html")

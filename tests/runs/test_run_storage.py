@@ -85,6 +85,25 @@ def test_one_slot_look_up_reads_every_store_sharing_the_keys() -> None:
         grades.summary_at(slot)
 
 
+def test_raw_at_and_summaries_read_by_slot_what_raw_and_summary_read_by_key() -> None:
+    keys: KeyIndex[object] = KeyIndex()
+    attempts: RecordStore[object] = RecordStore(keys=keys, summarize=lambda r: r["ending"])
+    grades: RecordStore[object] = RecordStore(keys=keys)
+    for trial, ending in ((9, "done"), (3, "failed"), (4, "done")):
+        attempts[("v", "c", trial)] = {"ending": ending, "trial": trial}
+    del attempts[("v", "c", 4)]
+    grades[("v", "c", 9)] = {"passed": True}
+    slot = attempts.slot_of(("v", "c", 9))
+    assert attempts.raw_at(slot) == attempts.raw(("v", "c", 9)) and grades.raw_at(slot) == b'{"passed":true}'
+    for missing in (attempts.slot_of(("v", "c", 3)), None, 10**6):
+        with pytest.raises(KeyError):
+            grades.raw_at(missing)
+    with pytest.raises(KeyError):
+        attempts.raw_at(attempts.slot_of(("v", "c", 4)))  # deleted
+    assert sorted(attempts.summaries()) == sorted(attempts.summary(k) for k in attempts) == ["done", "failed"]
+    with pytest.raises(TypeError):
+        list(grades.summaries())
+
 def test_key_index_blocks_trials_and_gives_other_keys_a_slot_each() -> None:
     keys: KeyIndex[object] = KeyIndex()
     trial_keys = [("v", "c", t) for t in (0, 1, 7, 8, 20)] + [("w", "c", 0)]

@@ -86,6 +86,16 @@ def test_columns_over_known_ids_take_values_in_order_and_leave_the_ids_alone() -
 
 
 
+def test_values_seen_again_keep_their_codes_and_signs() -> None:
+    """add_values reads a seen value's code without Column.append: 0.0 and -0.0 stay two
+    values, None is NaN, an int is its float, seen or not."""
+    columns = Columns.over([f"c{i}" for i in range(8)])
+    for value in (0.0, -0.0, 0.0, -0.0, None, 3, 3.0, None):
+        columns.add_values({PASS_RATE: 1.0, "grader:g": value})
+    got = list(columns.values["grader:g"])
+    assert repr(got) == "[0.0, -0.0, 0.0, -0.0, nan, 3.0, 3.0, nan]"
+    assert columns.values["grader:g"]._palette[1:] == [0.0, -0.0, 3.0]
+
 def test_row_values_read_a_column_of_floats_as_one_of_codes() -> None:
     columns = Columns()
     for i in range(300):  # past 256 distinct values: the column holds floats

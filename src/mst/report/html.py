@@ -69,28 +69,44 @@ class Matrix:
     passed: dict[str, bytearray] = field(default_factory=dict)
     graded: dict[str, bytearray] = field(default_factory=dict)
     ordered: bool = True  # the rows' case ids were the ``order`` given to :meth:`read`
+    _expected: Iterator[str] | None = field(default=None, repr=False, compare=False)  # the ids still to come
 
     @classmethod
     def read(cls, variants: Sequence[str], rows: Iterable[Mapping[str, Any]],
              order: Iterable[str] | None = None) -> Matrix:
         """The matrix of summary.json's case ``rows``, read once; :attr:`ordered` tells whether
         their ids are ``order`` (the ids a :class:`ChunkStream` wrote, checked on the way)."""
-        m = cls(list(variants))
+        m = cls.start(variants, order)
+        for row in rows:
+            m.add_row(row)
+        return m.done()
+
+    @classmethod
+    def start(cls, variants: Sequence[str], order: Iterable[str] | None = None) -> Matrix:
+        """An empty matrix, its rows added by :meth:`add_row` as they are made (the summary's,
+        while summary.json is written: the page then reads no row back), then :meth:`done`."""
+        m = cls(list(variants), _expected=iter(order) if order is not None else None)
         for name in ("status", "rate", "passed", "graded"):
             getattr(m, name).update((v, bytearray()) for v in m.variants)
-        expected = iter(order) if order is not None else None
-        for row in rows:
-            case_id = str(row["id"])
-            if expected is not None and m.ordered and next(expected, None) != case_id:
-                m.ordered = False
-            m.cases += _json(case_id) + b","
-            m.trials += b"%d," % int(row.get("trials") or 0)
-            cells = row.get("variants") or {}
-            for v in m.variants:
-                m._add_cell(v, cells.get(v))
-        if expected is not None and next(expected, None) is not None:
-            m.ordered = False
         return m
+
+    def add_row(self, row: Mapping[str, Any]) -> None:
+        """The next summary.json case row (as written, or as read back: the same bytes here)."""
+        case_id = str(row["id"])
+        if self._expected is not None and self.ordered and next(self._expected, None) != case_id:
+            self.ordered = False
+        self.cases += _json(case_id) + b","
+        self.trials += b"%d," % int(row.get("trials") or 0)
+        cells = row.get("variants") or {}
+        for v in self.variants:
+            self._add_cell(v, cells.get(v))
+
+    def done(self) -> Matrix:
+        """The matrix, every row added: not :attr:`ordered` when ``order`` has ids left."""
+        if self._expected is not None and next(self._expected, None) is not None:
+            self.ordered = False
+        self._expected = None
+        return self
 
     def _add_cell(self, v: str, cell: Any) -> None:
         if cell.__class__ is not dict and not isinstance(cell, Mapping):  # rows are dicts: no ABC check
@@ -152,10 +168,15 @@ class PageData:
     @classmethod
     def of(cls, summary: Summary, head: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], chunks: str,
            order: Iterable[str] | None = None) -> PageData:
+        return cls.made(summary, head, Matrix.read([v.id for v in summary.variants], rows, order), chunks)
+
+    @classmethod
+    def made(cls, summary: Summary, head: Mapping[str, Any], matrix: Matrix, chunks: str) -> PageData:
+        """The page of ``summary`` (``head``: summary.json's head, as written) and its rows' ``matrix``."""
         shown = summary.to_json()
         if head.get("judgeUsage") is not None:  # run-level judge tokens and cost, when judges report them
             shown["judgeUsage"] = head["judgeUsage"]
-        return cls(shown, Matrix.read([v.id for v in summary.variants], rows, order), chunks)
+        return cls(shown, matrix, chunks)
 
     def data(self) -> Iterator[bytes | memoryview]:
         """The page's data, one JSON object, in pieces (docs/report.md)."""
@@ -193,18 +214,25 @@ def stream_chunks(run: Run, cases: Sequence[tuple[str, int]], variants: Sequence
     return ChunkStream(run, CaseList(cases), sorted(variants), run.paths.root / CHUNKS_DIR / generation)
 
 
-def write_report(run: Run | Path, chunks: ChunkStream | None = None) -> Path:
+def write_report(run: Run | Path, chunks: ChunkStream | None = None,
+                 matrix: Matrix | None = None) -> Path:
     """Write ``report.html`` (and its trial chunks) for a finished phase of ``run``; its path.
     ``chunks``, written while grading (:func:`stream_chunks`), are used when they hold what the
-    page shows; otherwise they are written here, from the run's files."""
+    page shows; otherwise they are written here, from the run's files. ``matrix``: summary.json's
+    rows' matrix, made as they were written (:meth:`Matrix.start`, in ``chunks``' case order), so
+    only the file's head is read back; otherwise its rows are read too."""
     if isinstance(run, Path):
         run = open_run(run)
-    summary, head, rows = read_summary(run)
     generation = chunks.folder.name if chunks is not None else secrets.token_hex(4)
     root = run.paths.root / CHUNKS_DIR
     streamed = chunks is not None and chunks.close()
-    order = (case for case, _ in chunks.cases) if streamed and chunks is not None else None
-    page = PageData.of(summary, head, rows, f"{CHUNKS_DIR}/{generation}", order)
+    shown = f"{CHUNKS_DIR}/{generation}"
+    summary, head, rows = read_summary(run)  # the rows are read only when iterated
+    if matrix is not None:
+        page = PageData.made(summary, head, matrix, shown)
+    else:
+        order = (case for case, _ in chunks.cases) if streamed and chunks is not None else None
+        page = PageData.of(summary, head, rows, shown, order)
     if not (streamed and page.matrix.ordered):
         shutil.rmtree(root / generation, ignore_errors=True)  # a stream that cannot serve: none of its files
         write_chunks(run, page.matrix.case_ids(), root / generation)

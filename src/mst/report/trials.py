@@ -51,10 +51,12 @@ def write_chunks(run: Run, case_ids: Sequence[str], folder: Path, plan: ChunkPla
     by_case: dict[str, list[Key]] = {}
     for key in run.attempts:
         by_case.setdefault(key[1], []).append(key)
+    slot_of = run.attempts.slot_of
     written = 0
     for start in range(0, len(case_ids), plan.size):
         group = case_ids[start:start + plan.size]
-        body = b",".join(_case_entry(run, case, sorted(by_case.get(case, ()))) for case in group)
+        body = b",".join(_case_entry(run, case, [(key, slot_of(key)) for key in sorted(by_case.get(case, ()))])
+                         for case in group)
         _write_chunk(folder / plan.name(start), body)
         written += 1
     return written
@@ -120,9 +122,9 @@ class ChunkStream:
         """Every record of ``case_id`` is stored: write its entry (and those of the cases
         before it that grading did not visit)."""
         while self.whole and self._next < len(self.cases):
-            current = self.cases[self._next][0]
-            self._add(held=current == case_id)  # the records in hand are the done case's only
-            if current == case_id:
+            current = self.cases[self._next]
+            self._add(current, held=current[0] == case_id)  # the records in hand are the done case's only
+            if current[0] == case_id:
                 return
         self.whole = False  # a case out of the eval's order (trials it no longer lists)
         self._graded.clear()
@@ -131,7 +133,7 @@ class ChunkStream:
     def close(self) -> bool:
         """Write the cases left and the last chunk; whether the chunks hold every attempt."""
         while self.whole and self._next < len(self.cases):
-            self._add()
+            self._add(self.cases[self._next])
         self.whole = self.whole and self._keys == len(self.run.attempts)
         if self.whole:
             self.folder.mkdir(parents=True, exist_ok=True)  # as write_chunks: there even for no case
@@ -139,12 +141,14 @@ class ChunkStream:
             shutil.rmtree(self.folder, ignore_errors=True)
         return self.whole
 
-    def _add(self, *, held: bool = False) -> None:
-        """Write the next case's entry, from the records in hand when ``held``."""
-        case, trials = self.cases[self._next]
+    def _add(self, current: tuple[str, int], *, held: bool = False) -> None:
+        """Write the next case's entry (``current``: its id and trials, as read by the caller),
+        from the records in hand when ``held``."""
+        case, trials = current
         attempts = self.run.attempts
-        keys = [(v, case, t) for v in self.variants for t in range(trials)
-                if attempts.holds(attempts.slot_of((v, case, t)))]
+        slot_of, holds = attempts.slot_of, attempts.holds
+        keys = [(key, slot) for v in self.variants for t in range(trials)
+                if holds(slot := slot_of(key := (v, case, t)))]
         self._keys += len(keys)
         self._entries.append(_case_entry(self.run, case, keys, self._graded, self._compared) if held
                              else _case_entry(self.run, case, keys))
@@ -158,15 +162,19 @@ class ChunkStream:
             self._entries.clear()
 
 
-def _case_entry(run: Run, case: str, keys: list[Key], graded: Mapping[Key, tuple[bytes, bytes | None]] | None = None,
+def _case_entry(run: Run, case: str, keys: list[tuple[Key, int | None]],
+                graded: Mapping[Key, tuple[bytes, bytes | None]] | None = None,
                 compared: Mapping[str, bytes] | None = None) -> bytes:
-    """The case's trials and comparisons; ``graded`` and ``compared`` are records (and
-    transcripts) in hand, the others are read from the run."""
+    """The case's trials (each key with its slot in the attempts, looked up once) and
+    comparisons; ``graded`` and ``compared`` are records (and transcripts) in hand, the others
+    are read from the run."""
     graded, compared = graded or {}, compared or {}
-    trials = b",".join(orjson.dumps(f"{v}/{t}") + b":" + _trial(run, (v, c, t), graded.get((v, c, t)))
-                       for v, c, t in keys)
+    trials = b",".join(orjson.dumps(f"{key[0]}/{key[2]}") + b":" + _trial(run, key, slot, graded.get(key))
+                       for key, slot in keys)
+    comparisons = run.comparisons
     pairs = [orjson.dumps(v) + b":" + _comparison(run, (v, case), compared)
-             for v in sorted({k[0] for k in keys}) if v in compared or (v, case) in run.comparisons]
+             for v in sorted({k[0] for k, _ in keys})
+             if v in compared or (len(comparisons) and (v, case) in comparisons)]  # none held: none looked up
     return orjson.dumps(case) + b':{"trials":{' + trials + b'},"pairs":{' + b",".join(pairs) + b"}}"
 
 
@@ -175,12 +183,17 @@ def _comparison(run: Run, key: tuple[str, str], compared: Mapping[str, bytes]) -
     return held if held is not None else run.comparisons.raw(key)
 
 
-def _trial(run: Run, key: Key, held: tuple[bytes, bytes | None] | None = None) -> bytes:
-    attempt = run.attempts.raw(key)
+def _trial(run: Run, key: Key, slot: int | None, held: tuple[bytes, bytes | None] | None = None) -> bytes:
+    """The trial's entry; ``slot``: its attempt's (:meth:`RecordStore.slot_of`), its grading's
+    too when the stores share their keys (a run's do)."""
+    attempts = run.attempts
+    attempt = attempts.raw_at(slot)
     if held is not None:
         grade, transcript = held
     else:
-        grade, transcript = (run.trial_grades.raw(key) if key in run.trial_grades else b"null"), None
+        grades = run.trial_grades
+        at = slot if grades.key_index is attempts.key_index else grades.slot_of(key)
+        grade, transcript = (grades.raw_at(at) if grades.holds(at) else b"null"), None
     record = orjson.loads(attempt)
     events = transcript_json(run.paths, record.get("transcript"), plain=transcript)
     rel = record.get("artifacts")

@@ -153,6 +153,19 @@ class Columns:
             if column is None:
                 column = columns[ref] = Column(index)
                 self._rows = None
+            # Column.append's common cases inline (a call per column and case saved): no value,
+            # code 0; a float seen before, its code (keyed as append keys it). Anything else
+            # (a new value, NaN, an int, a float column) takes append.
+            codes = column._codes
+            if codes is not None:
+                if value is None:
+                    codes.append(0)
+                    continue
+                if value.__class__ is float:
+                    code = column._code_of.get(value if value or _copysign(1.0, value) > 0 else _NEGATIVE_ZERO)
+                    if code is not None:
+                        codes.append(code)
+                        continue
             column.append(_NAN if value is None else value if value.__class__ is float else float(value))
         if len(values) != len(columns):  # a column got no value: NaN in it (each ref is one column)
             for column in columns.values():

@@ -495,6 +495,24 @@ class RecordStore(MutableMapping[K, V]):
         data: dict[str, Any] = orjson.loads(self._bytes(packed[slot]))
         return data
 
+    def raw_at(self, slot: int | None) -> bytes:
+        """The stored bytes of the record at ``slot`` (see :meth:`slot_of`), as :meth:`raw` gives
+        them, without looking the key up again; KeyError when none is held there."""
+        packed = self._packed
+        if slot is None or slot >= len(packed) or packed[slot] == _ABSENT:
+            raise KeyError(slot)
+        return self._bytes(packed[slot])
+
+    def summaries(self) -> Iterator[Any]:
+        """The ``summarize`` value of every record held, in slot order: for a count over all
+        records (the trials among the attempts) without a key made and looked up per record."""
+        if self._summarize is None:
+            raise TypeError("this RecordStore keeps no summaries")
+        summaries = self._summaries
+        for slot, packed in enumerate(self._packed):
+            if packed != _ABSENT:
+                yield summaries[slot]
+
     def summary_at(self, slot: int | None) -> Any:
         """The ``summarize`` value of the record at ``slot``; KeyError when none is held there."""
         if self._summarize is None:

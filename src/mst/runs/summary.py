@@ -7,8 +7,8 @@ by the path that produced them. Linear in the number of attempts.
 from __future__ import annotations
 
 from array import array
-from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,12 +137,17 @@ def _thaw(value: Any) -> Any:
     return value
 
 
+_NUMBER = (int, float)  # isinstance's types, made once (``int | float`` makes a union per test)
+
 # Distinct per-case trial outcomes shared (a run of five trials a case has at most 3**5 of
 # ``True``/``False``/``None`` per trial count): past this many, cases keep their own.
 _SHARED_TRIALS = 4096
 
 
-def finalize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE) -> Summary:
+def finalize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE,
+             on_row: Callable[[dict[str, Any]], None] | None = None) -> Summary:
+    """Write results.json, comparisons.json and summary.json; summary.json's head as read. Each
+    case row written is also given to ``on_row`` (the report's matrix: it then reads no row back)."""
     # The records as stored, one per line: never the whole list in memory, never encoded again.
     write_record_file(run.paths.results, {"schema": RESULTS_SCHEMA, "run": run.id}, "trials",
                       run.trial_grades.raw_in_key_order())
@@ -150,8 +155,17 @@ def finalize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE) -
                         "baseline": resolved.baseline.id if resolved.baseline else None}
     write_record_file(run.paths.comparisons, comparisons_head, "comparisons", run.comparisons.raw_in_key_order())
     summary, rows = summarize(run, resolved, confidence)
-    write_record_file(run.paths.summary, summary, "cases", (orjson.dumps(row) for row in rows))
+    write_record_file(run.paths.summary, summary, "cases", (orjson.dumps(row) for row in _seen(rows, on_row)))
     return Summary.from_json(summary)  # decoded once, here
+
+
+def _seen(rows: Iterator[dict[str, Any]], on_row: Callable[[dict[str, Any]], None] | None
+          ) -> Iterator[dict[str, Any]]:
+    """``rows``, each given to ``on_row`` (when there is one) on its way to the file."""
+    for row in rows:
+        if on_row is not None:
+            on_row(row)
+        yield row
 
 
 def summarize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE
@@ -186,7 +200,7 @@ def summarize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE
         "confidence": confidence,
         "totals": {
             "attempts": len(run.attempts),
-            "trials": sum(1 for k in run.attempts if endings.is_trial(run.ending(k))),
+            "trials": sum(1 for ending in run.attempts.summaries() if endings.is_trial(ending)),
             "infrastructureFailures": sum(v["infrastructure"]["total"] for v in variants),
             "cases": len(resolved.cases),
             "incompleteCases": sum(v["cases"]["incomplete"] for v in variants),
@@ -196,14 +210,16 @@ def summarize(run: Run, resolved: ResolvedEval, confidence: float = CONFIDENCE
     }
 
     def rows() -> Iterator[dict[str, Any]]:
-        made: dict[CaseTrials, dict[str, Any]] = {}  # equal trials, equal figures: each made once
+        # A shared CaseTrials' figures made once, by identity (the objects are held in by_variant
+        # while the rows are made; hashing a dataclass is a Python call per case and variant).
+        made: dict[int, dict[str, Any]] = {}
 
         def counts(trials: CaseTrials) -> dict[str, Any]:
-            row = made.get(trials)
+            row = made.get(id(trials))
             if row is None:
                 row = case_row(trials, rule_json)
                 if len(made) < _SHARED_TRIALS:
-                    made[trials] = row
+                    made[id(trials)] = row
             return row
 
         for i, (case_id, expected) in enumerate(resolved.cases.id_trials()):  # no case made per row
@@ -233,15 +249,16 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
     cases: list[CaseTrials] = []
     # Equal trials, one shared object and its pass rate, worked out once (case_status per case
     # cost more than the look-up).
-    alike: dict[CaseTrials, tuple[CaseTrials, float | None]] = {}
+    alike: dict[tuple[int, tuple[bool | None, ...]], tuple[CaseTrials, float | None]] = {}  # by (expected,
+    # passes): a tuple's hash and equality are C's, a dataclass's are Python calls
     columns = Columns.over(resolved.cases.ids)  # the eval's ids, held once for every variant
-    used: Counter[str] = Counter()  # per metric, the trial values of complete cases
+    used: dict[str, int] = {}  # per metric, the trial values of complete cases (a dict: a Counter's += is slower)
     infra: Counter[str] = Counter()
     retryable = 0
     needs_fix: list[dict[str, Any]] = []
-    outcomes: Counter[str] = Counter()
+    outcomes: dict[str, int] = {}  # plain dicts, not Counter / defaultdict: their += per trial is slower
     ungraded = 0
-    usage: dict[str, float] = defaultdict(float)
+    usage: dict[str, float] = {}
     durations = array("d")  # 8 bytes per attempt, summed as a list would be
     rule = resolved.config.casePass
     attempts, grades = run.attempts, run.trial_grades
@@ -265,7 +282,7 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
                 if not ending.retryable:
                     needs_fix.append({"case": case_id, "trial": trial, "what": ending.what, "why": ending.why})
                 continue
-            outcomes[ending.outcome] += 1
+            outcomes[ending.outcome] = outcomes.get(ending.outcome, 0) + 1
             # The grading's stored JSON, not a TrialGrading: its verdicts are decoded (as the
             # record's are), its grader values read as they are.
             grade = grades.json_at(slot if shared else grades.slot_of(key))
@@ -278,8 +295,8 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
             record = attempts.json_at(slot)
             assert record is not None
             for name, value in usage_of(record).items():
-                if isinstance(value, int | float):
-                    usage[name] += value
+                if isinstance(value, _NUMBER):
+                    usage[name] = usage.get(name, 0.0) + value
             duration = duration_of(record)
             if duration is not None:
                 durations.append(float(duration))
@@ -298,19 +315,28 @@ def _variant_cases(run: Run, resolved: ResolvedEval, variant: str, confidence: f
                     name = verdict.judge
                     ref = judge_refs.get(name) or judge_refs.setdefault(name, "judge:" + name)
                     case_values.setdefault(ref, []).append(verdict.score)
-        trials = CaseTrials(expected, tuple(passes))
-        seen = alike.get(trials)
+        outcome = (expected, tuple(passes))
+        seen = alike.get(outcome)
         if seen is None:
+            trials = CaseTrials(*outcome)
             seen = (trials, _complete_rate(trials, rule))
             if len(alike) < _SHARED_TRIALS:
-                alike[trials] = seen
+                alike[outcome] = seen
         trials, rate = seen
         cases.append(trials)
         row: dict[str, float | None] = {PASS_RATE: rate}
         for ref, values in case_values.items():
-            row[ref] = _case_mean(values, case_id)
-            if rate is not None:
-                used[ref] += len(values) - values.count(None)
+            if len(values) == 1:  # one trial: the value itself, finite (no call: most runs have one trial)
+                value = values[0]
+                if value is not None and not (value.__class__ is float and value - value == 0.0):
+                    value = finite(value, case_id)  # not a finite float: made one, or the error
+                row[ref] = value
+                if rate is not None and value is not None:
+                    used[ref] = used.get(ref, 0) + 1
+            else:
+                row[ref] = _case_mean(values, case_id)
+                if rate is not None:
+                    used[ref] = used.get(ref, 0) + len(values) - values.count(None)
         columns.add_values(row)
     extra = {
         "trials": {"total": sum(outcomes.values()), "ungraded": ungraded, "outcomes": dict(sorted(outcomes.items()))},
@@ -331,13 +357,8 @@ def _complete_rate(trials: CaseTrials, rule: CasePassRule) -> float | None:
 
 
 def _case_mean(values: list[float | None], case_id: str) -> float | None:
-    if len(values) == 1:  # one trial: the value itself (fsum of one float is that float)
-        value = values[0]
-        if value is None:
-            return None
-        if value.__class__ is float and value - value == 0.0:  # finite: what finite() checks, without the call
-            return value
-        return finite(value, case_id)
+    """The mean of a case's trial values (a case of one trial takes its value as it is, in
+    ``_variant_cases``: the fsum of one float is that float)."""
     summed = case_sum(values, case_id)
     return None if summed is None else summed[0] / summed[1]
 
@@ -347,7 +368,7 @@ def _grader_means(columns: Columns, used: Mapping[str, int], resolved: ResolvedE
     """Each grader's mean over the complete cases (equal weight per case), inside its declared
     range; ``n``, the trial values it rests on; how many incomplete cases were left out."""
     left_out = columns.incomplete()
-    return {m.ref[len("grader:"):]: {**metric_mean(columns, m, confidence), "n": used[m.ref],
+    return {m.ref[len("grader:"):]: {**metric_mean(columns, m, confidence), "n": used.get(m.ref, 0),
                                      "excludedIncomplete": left_out}
             for m in sorted(metrics_of(columns, resolved), key=lambda m: m.ref) if m.ref.startswith("grader:")}
 
