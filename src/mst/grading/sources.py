@@ -36,6 +36,7 @@ from mst.grading.judges import (
     to_preference,
     to_verdict,
 )
+from mst.runs.grading_records import GraderValue
 
 if TYPE_CHECKING:
     from mst.graders.config import GradersConfig
@@ -189,7 +190,8 @@ class LiveSource:
         # The session is the trial's own events when nothing is redacted: then the lookups are
         # the trial's too (built once per trial, shared with tool assertions and judges).
         lookups = trial.lookups if trial.has_events(session) else None
-        entries = grader_entries(session, config, manifest, expected=trial.expected, lookups=lookups)
+        entries = grader_entries(session, config, manifest, expected=trial.expected, lookups=lookups,
+                                 kind=GraderValue)  # the record's own values: no copy per grader
         if entries is not None:  # built-ins only: their entries, no result dict per grader
             return GradersOutcome(None, entries=tuple(entries), manifest=manifest)
         return GradersOutcome(tuple(grader_results(session, config, expected=trial.expected, lookups=lookups)))
