@@ -146,3 +146,29 @@ def test_step_counts_are_measured_once_per_count_and_source() -> None:
     assert measure(3) == Measurement(3.0, "3 model requests (from model.request)")
     assert measure(4) is not measure(3) and measure(4).value == 4.0
     assert len(_STEPS) <= _STEPS_KEPT
+
+
+def test_the_live_source_runs_no_import_statement_per_trial(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An import statement in the per-trial path costs ~8 k instructions even when the module is
+    loaded (bench/perf16_gcompute.md, session 13): the live source's graders import none."""
+    import builtins
+
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_bytes(dumps_jsonl(SESSIONS[0]))
+    config = parse_graders_config(None)
+    manifest = build_manifest(config)
+    trial = TrialView(variant="v", case_id="c", trial=0, answer="42", ending={"kind": "trial"},
+                      transcript=transcript, expected="42")
+    source = LiveSource()
+    source.graders(trial, config, trial.events, manifest)  # anything first use loads is loaded
+    imported: list[str] = []
+    real = builtins.__import__
+
+    def counting(name: str, *args: Any, **kwargs: Any) -> Any:
+        imported.append(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", counting)
+    outcome = source.graders(trial, config, trial.events, manifest)
+    monkeypatch.undo()
+    assert imported == [] and outcome.entries is not None

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mst.config.models import Assertion
 from mst.config.resolved import ResolvedJudge
+from mst.graders.results import grader_entries, grader_results  # at import: a per-call import cost ~8 k a trial
 from mst.grading.assertions import evaluate
 from mst.grading.judge_access import JudgeAccess, current, using
 from mst.grading.judges import (
@@ -184,9 +185,6 @@ class LiveSource:
 
     def graders(self, trial: TrialView, config: GradersConfig, session: Sequence[Event],
                 manifest: dict[str, Any]) -> GradersOutcome:
-        # a module: no package's from-list walked per trial
-        from mst.graders.results import grader_entries, grader_results
-
         # The session is the trial's own events when nothing is redacted: then the lookups are
         # the trial's too (built once per trial, shared with tool assertions and judges).
         lookups = trial.lookups if trial.has_events(session) else None
