@@ -113,3 +113,62 @@ def test_the_live_source_makes_no_result_dict_and_its_results_rebuild_exactly(
     assert outcome.results == tuple(expected)
     assert [list(r) for r in outcome.results] == [list(r) for r in expected]  # the schema's key order
     assert outcome == GradersOutcome(tuple(expected))
+
+
+def test_a_shared_measurement_gives_the_same_entry_and_any_order_of_trials_the_same_entries() -> None:
+    """A measurement the defaults share (no tool calls, no MCP events, one request, no
+    artifacts) gives the very entry it gave last, so it is settled once, not per trial; trials
+    graded in any order, each kind after the others, still give exactly their own entries."""
+    config = parse_graders_config(None)
+    manifest = build_manifest(config)
+    plain = [request(10, 2), result(duration=9)]
+    first = grader_entries(plain, config, manifest)
+    again = grader_entries([request(7, 3), result(duration=4)], config, manifest)
+    assert first is not None and again is not None
+    shared = {"tool-success-rate", "tool-failure-count", "retries", "loops", "trajectory-efficiency",
+              "execution-step-count", "artifact-production"}
+    assert {a[0] for a, b in zip(first, again, strict=True) if a is b} == shared
+    for order in ([*SESSIONS, plain, *SESSIONS], [plain, SESSIONS[1], plain, SESSIONS[0], SESSIONS[2], plain]):
+        for session in order:
+            fast, slow = _both(session, config, manifest)
+            assert fast == slow
+
+
+def test_step_counts_are_measured_once_per_count_and_source() -> None:
+    from mst.graders.base import GraderInput
+    from mst.graders.builtins import _STEPS, _STEPS_KEPT, execution_step_count
+
+    def measure(requests: int) -> Measurement:
+        session = [request(1, 1) for _ in range(requests)]
+        return execution_step_count(GraderInput(session, create_session_lookups(session), {}, None))
+
+    assert measure(3) is measure(3)
+    assert measure(3) == Measurement(3.0, "3 model requests (from model.request)")
+    assert measure(4) is not measure(3) and measure(4).value == 4.0
+    assert len(_STEPS) <= _STEPS_KEPT
+
+
+def test_the_live_source_runs_no_import_statement_per_trial(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An import statement in the per-trial path costs ~8 k instructions even when the module is
+    loaded (bench/perf16_gcompute.md, session 13): the live source's graders import none."""
+    import builtins
+
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_bytes(dumps_jsonl(SESSIONS[0]))
+    config = parse_graders_config(None)
+    manifest = build_manifest(config)
+    trial = TrialView(variant="v", case_id="c", trial=0, answer="42", ending={"kind": "trial"},
+                      transcript=transcript, expected="42")
+    source = LiveSource()
+    source.graders(trial, config, trial.events, manifest)  # anything first use loads is loaded
+    imported: list[str] = []
+    real = builtins.__import__
+
+    def counting(name: str, *args: Any, **kwargs: Any) -> Any:
+        imported.append(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", counting)
+    outcome = source.graders(trial, config, trial.events, manifest)
+    monkeypatch.undo()
+    assert imported == [] and outcome.entries is not None

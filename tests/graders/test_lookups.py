@@ -296,3 +296,22 @@ def test_lookups_as_script_data_keep_their_shape() -> None:
     assert data["execution"]["durationMs"] == 7.0 and data["execution"]["requestCount"] == 1
     assert data["execution"]["requests"][0]["usage"]["input"] == 3
     assert data["toolCalls"][0]["name"] == "a" and data["byType"]["model.request"] == (0,)
+
+
+def test_tool_collectors_are_made_only_for_sessions_with_their_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session without tool calls or MCP events makes neither tool collector (most trials'),
+    and one that has them makes each at its first event, with the same lookups as before."""
+    import mst.session.lookups.build as build
+
+    made: list[str] = []
+    for name in ("_Correlator", "_Gateway"):
+        cls = getattr(build, name)
+        monkeypatch.setattr(build, name, lambda *a, _cls=cls, _name=name: made.append(_name) or _cls(*a))
+    plain = create_session_lookups([request(5, 1), result(duration=3)])
+    assert made == [] and plain.tool_calls == () and (plain.mcp_events, plain.retry_observations) == (0, 0)
+    assert plain.execution.duration_ms == 3.0 and plain.completed
+    retried = create_session_lookups([ev("mcp.retry", {"attempt": 2}), result()])
+    assert made == ["_Gateway"] and (retried.mcp_events, retried.retry_observations) == (1, 1)
+    made.clear()
+    both = create_session_lookups([*call("1", "a"), *rpc(2, "srv", "b", {}), result()])
+    assert sorted(made) == ["_Correlator", "_Gateway"] and len(both.tool_calls) == 2 and both.mcp_events == 2

@@ -229,3 +229,30 @@ def test_record_made_with_its_try_and_no_grader_path_without_graders() -> None:
     record = grade_trial(view("42", case=case), case, LiveSource(), graders_path="graders/v/c/0.jsonl", try_number=2)
     assert record.try_number == 2 and record.graders_path is None
     assert record.to_json()["try"] == 2 and "gradersPath" not in record.to_json()
+
+
+def test_grader_values_are_the_live_entries_and_shared_where_their_measurement_is() -> None:
+    """The live source settles the defaults straight into the record's values (``GraderValue``,
+    no copy per grader); a measurement shared between trials (no tool calls, one request) gives
+    one value object to every trial, and each trial's values are still its own."""
+    from mst.graders import parse_graders_config
+    from mst.runs.grading_records import GraderValue
+
+    def session(tokens: int, duration: int) -> list[dict[str, Any]]:
+        usage = {"inputTokens": tokens, "outputTokens": 1}
+        return [{"type": "model.request", "data": {"model": "m", **usage}, "provenance": {"phase": "agent"}},
+                {"type": "session.result", "data": {"outcome": "completed", "durationMs": duration, "usage": usage},
+                 "provenance": {"phase": "agent"}}]
+
+    case = make_case()
+    context = GradingContext(graders=parse_graders_config(None))
+    source = LiveSource()
+    a, b = (grade_trial(view(case=case, transcript=session(t, d), trial=i), case, source, context=context)
+            for i, (t, d) in enumerate(((10, 5), (20, 7))))
+    assert a.graders is not None and b.graders is not None
+    assert all(g.__class__ is GraderValue for g in (*a.graders, *b.graders))
+    shared = [x.id for x, y in zip(a.graders, b.graders, strict=True) if x is y]
+    assert shared == ["tool-success-rate", "tool-failure-count", "retries", "loops", "trajectory-efficiency",
+                      "execution-step-count", "artifact-production"]
+    durations = {g.id: g for g in b.graders}["execution-duration"]
+    assert (durations.value, durations.message) == (7.0, "7 ms (from session.result)")

@@ -110,6 +110,13 @@ def trajectory_efficiency(inp: GraderInput) -> Measurement:
     return measured(distinct / len(calls), f"{distinct} distinct tools over {len(calls)} calls")
 
 
+# A run's step counts take few values (a count and its source): each measurement is made once
+# and shared, so the entry made of it is too (graders/results.py ``_entries``). Bounded: past it,
+# a new count is measured each time.
+_STEPS: Final[dict[tuple[int, str | None], Measurement]] = {}
+_STEPS_KEPT: Final = 1024
+
+
 def execution_step_count(inp: GraderInput) -> Measurement:
     """Observed model requests: per-request records, else an aggregate report's request count."""
     stats = inp.lookups.execution
@@ -117,7 +124,13 @@ def execution_step_count(inp: GraderInput) -> Measurement:
     if count is None:
         return _NO_STEPS
     source = stats.request_source or stats.aggregate_source
-    return measured(count, f"{count} model requests (from {source})")
+    key = (count, source)
+    found = _STEPS.get(key)
+    if found is None:
+        found = measured(count, f"{count} model requests (from {source})")
+        if len(_STEPS) < _STEPS_KEPT:
+            _STEPS[key] = found
+    return found
 
 
 def execution_duration(inp: GraderInput) -> Measurement:
@@ -180,9 +193,13 @@ def artifact_production(inp: GraderInput) -> Measurement:
     lookups = inp.lookups
     count = len(lookups.positions(SAFE_OUTPUT_RESULT))
     observed = lookups.completed or any(t.startswith("safe_output.") for t in lookups.by_type)
-    if count == 0 and not observed:
-        return unavailable("no safe-output evidence and no completion record")
+    if count == 0:
+        return _NO_ARTIFACTS if observed else _ARTIFACTS_UNKNOWN
     return measured(count, f"{count} safe-output results")
+
+
+_NO_ARTIFACTS: Final = measured(0, "0 safe-output results")
+_ARTIFACTS_UNKNOWN: Final = unavailable("no safe-output evidence and no completion record")
 
 
 DEFAULT_GRADERS: tuple[BuiltinGrader, ...] = (

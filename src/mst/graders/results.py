@@ -404,7 +404,7 @@ _OUTCOMES: Final = {STATUS_PASS: THRESHOLD_MET, STATUS_FAIL: THRESHOLD_MISSED}
 
 def grader_entries(
     session: Sequence[Mapping[str, Any]], config: GradersConfig, manifest: Mapping[str, Any], *,
-    expected: Any = None, lookups: SessionLookups | None = None,
+    expected: Any = None, lookups: SessionLookups | None = None, kind: type[tuple[Any, ...]] = tuple,
 ) -> list[Entry] | None:
     """:func:`record_entries` of :func:`grader_results`, made without the result dicts, or None
     when ``config`` has custom graders (then grade through :func:`grader_results`).
@@ -414,55 +414,79 @@ def grader_entries(
     cost ~5 k instructions per grader, ten per trial graded (bench/perf16_gfile.md, session 9
     (gshare)). A step whose template the manifest implies (:class:`_Compact`, once per run)
     gets its entry straight from :func:`_settled`; any other result is still made whole and
-    passed through :func:`record_entries`, so the entries are those of the results, exactly."""
+    passed through :func:`record_entries`, so the entries are those of the results, exactly.
+    ``kind`` is the tuple type the settled entries are made as: the caller's record type of the
+    same layout (grading's ``GraderValue``), so they need no copy (graders import only session)."""
     steps = _PLAN.of(config)
     if len(steps) != len(config.enabled):
         return None
     shared = new_tuple(GraderInput, (session, lookups if lookups is not None else create_session_lookups(session),
                                      _NO_CONFIG, expected))
-    compact = _COMPACT.of(steps, manifest)
+    compact, last = _COMPACT.of(steps, manifest, kind)
     if len(session) < SMALL_PASS:  # as run_builtin_graders
-        return _entries(steps, compact, shared, manifest)
+        return _entries(steps, compact, last, shared, manifest, kind)
     with paused_gc(len(session)):
-        return _entries(steps, compact, shared, manifest)
+        return _entries(steps, compact, last, shared, manifest, kind)
 
 
-def _entries(steps: tuple[_Step, ...], compact: tuple[bool, ...], shared: GraderInput,
-             manifest: Mapping[str, Any]) -> list[Entry]:
-    """:func:`_run_steps`' results as entries, in one loop (see :func:`grader_entries`)."""
+def _entries(steps: tuple[_Step, ...], compact: tuple[bool, ...], last: _Last, shared: GraderInput,
+             manifest: Mapping[str, Any], kind: type[tuple[Any, ...]]) -> list[Entry]:
+    """:func:`_run_steps`' results as entries, in one loop (see :func:`grader_entries`).
+
+    ``last`` holds, per step, the measurement it gave last and its entry: a grader that returns
+    the same measurement object again (the defaults share one per case that depends on nothing
+    but the case: no tool calls, no MCP events, one request; :mod:`mst.graders.builtins`) gets
+    the same entry, an immutable tuple, without settling it again. Held by reference, so an
+    object is never mistaken for a freed one at the same address."""
     entries: list[Entry] = []
-    for (spec, compute, template, own), fits in zip(steps, compact, strict=True):
+    for i, (spec, compute, template, own) in enumerate(steps):
         error: str | None = None
         try:
             measurement = compute(shared if own is None else shared._replace(config=own))
         except Exception as exc:  # as _run_steps: an error result naming the grader
             value, message, error = None, "", f"{type(exc).__name__}: {exc}"
         else:
+            held = last[i]
+            if measurement is held[0]:
+                entries.append(held[1])  # type: ignore[arg-type]  # an entry: set with its measurement
+                continue
             value, message = measurement
-        if fits and message.__class__ is str:  # a message of another type is kept whole
+        if compact[i] and message.__class__ is str:  # a message of another type is kept whole
             value, status, message, _ = _settled(spec, value, message, error)
-            entries.append((spec.id, value, status, message, None))
+            entry = new_tuple(kind, (spec.id, value, status, message, None))
+            if error is None:
+                last[i] = (measurement, entry)  # one assignment: a grading thread sees both or neither
+            entries.append(entry)
         else:
             entries.extend(record_entries(manifest, (_filled(template, spec, value, message, error),)))
     return entries
 
 
+# Per step, its last measurement and entry; a slot starts with a sentinel no grader returns.
+_Last = list[tuple[object, Entry | None]]
+_NOTHING_YET: Final[tuple[object, Entry | None]] = (object(), None)
+
+
 class _Compact:
     """Per step of the plan used last, whether the manifest implies its results' fixed fields
     (the step's template reduces to an entry without ``detail``: :func:`record_entries`' own
-    test, so the rule has one home). Held as one tuple, as :class:`_Plan`."""
+    test, so the rule has one home), and the step's last measurement and entry (see
+    :func:`_entries`). Held as one tuple, as :class:`_Plan`: another plan, manifest or kind of
+    entry starts with none kept."""
 
     __slots__ = ("held",)
 
     def __init__(self) -> None:
-        self.held: tuple[tuple[_Step, ...] | None, Mapping[str, Any] | None, tuple[bool, ...]] = (None, None, ())
+        self.held: tuple[tuple[_Step, ...] | None, Mapping[str, Any] | None, type | None, tuple[bool, ...],
+                         _Last] = (None, None, None, (), [])
 
-    def of(self, steps: tuple[_Step, ...], manifest: Mapping[str, Any]) -> tuple[bool, ...]:
+    def of(self, steps: tuple[_Step, ...], manifest: Mapping[str, Any],
+           kind: type[tuple[Any, ...]]) -> tuple[tuple[bool, ...], _Last]:
         held = self.held
-        if held[0] is not steps or held[1] is not manifest:
+        if held[0] is not steps or held[1] is not manifest or held[2] is not kind:
             flags = tuple(record_entries(manifest, (step[2],))[0][4] is None for step in steps)
-            held = self.held = (steps, manifest, flags)
-        return held[2]
+            held = self.held = (steps, manifest, kind, flags, [_NOTHING_YET] * len(steps))
+        return held[3], held[4]
 
 
 _COMPACT: Final = _Compact()

@@ -121,7 +121,9 @@ def _graders(trial: TrialView, source: GradingSource, context: GradingContext,
     for entry in entries:
         if entry[2] == "error":
             errors.append(GradingError(f"grader:{entry[0]}", "grader", None, _error_message(entry)))
-    return tuple([_new(GraderValue, entry) for entry in entries])
+    # The live source's entries are the record's values already (shared between trials when
+    # their measurement is: graders/results.py ``_entries``); a recorded source's are tuples.
+    return tuple([e if e.__class__ is GraderValue else _new(GraderValue, e) for e in entries])
 
 
 def _error_message(entry: Entry) -> str:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mst.config.models import Assertion
 from mst.config.resolved import ResolvedJudge
+from mst.graders.results import grader_entries, grader_results  # at import: a per-call import cost ~8 k a trial
 from mst.grading.assertions import evaluate
 from mst.grading.judge_access import JudgeAccess, current, using
 from mst.grading.judges import (
@@ -36,6 +37,7 @@ from mst.grading.judges import (
     to_preference,
     to_verdict,
 )
+from mst.runs.grading_records import GraderValue
 
 if TYPE_CHECKING:
     from mst.graders.config import GradersConfig
@@ -183,13 +185,11 @@ class LiveSource:
 
     def graders(self, trial: TrialView, config: GradersConfig, session: Sequence[Event],
                 manifest: dict[str, Any]) -> GradersOutcome:
-        # a module: no package's from-list walked per trial
-        from mst.graders.results import grader_entries, grader_results
-
         # The session is the trial's own events when nothing is redacted: then the lookups are
         # the trial's too (built once per trial, shared with tool assertions and judges).
         lookups = trial.lookups if trial.has_events(session) else None
-        entries = grader_entries(session, config, manifest, expected=trial.expected, lookups=lookups)
+        entries = grader_entries(session, config, manifest, expected=trial.expected, lookups=lookups,
+                                 kind=GraderValue)  # the record's own values: no copy per grader
         if entries is not None:  # built-ins only: their entries, no result dict per grader
             return GradersOutcome(None, entries=tuple(entries), manifest=manifest)
         return GradersOutcome(tuple(grader_results(session, config, expected=trial.expected, lookups=lookups)))

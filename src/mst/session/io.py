@@ -38,6 +38,7 @@ def _parsed(raw: bytes, source: str) -> tuple[list[Event], bool]:
     """:func:`parse_transcript`, and whether ``raw`` is plain JSONL (one event per line, each
     ending in a newline): told without counting the lines again when one decode read them."""
     stripped = raw.lstrip()
+    body = raw.rstrip()  # copied once (a transcript ends in a newline), read by every test below
     if stripped.startswith(b"["):
         try:
             value = orjson.loads(raw)
@@ -48,7 +49,7 @@ def _parsed(raw: bytes, source: str) -> tuple[list[Event], bool]:
         for i, item in enumerate(value):
             _check(item, f"{source}: event {i}")
         return value, raw.endswith(b"\n") and raw.count(b"\n") == len(value) and not raw.startswith(b"[")
-    if stripped.startswith(b"{") and b"\n" not in raw.strip():
+    if stripped.startswith(b"{") and body.find(b"\n", len(raw) - len(stripped)) < 0:  # one line
         value = _load_line(raw, f"{source}:1")
         if isinstance(value, dict) and not is_event(value) and ("trace" in value or "request" in value):
             raise TranscriptError(
@@ -56,9 +57,9 @@ def _parsed(raw: bytes, source: str) -> tuple[list[Event], bool]:
                 "give a unified-session JSONL file or a JSON array of events"
             )
         return [_check(value, f"{source}:1")], raw.count(b"\n") == 1 and raw.endswith(b"\n")
-    events = _jsonl_events(raw)
+    events = _jsonl_events(body)
     if events is not None:  # one event per line of the body: plain when one newline follows it
-        return events, raw.endswith(b"\n") and raw.count(b"\n", len(raw.rstrip())) == 1
+        return events, raw.endswith(b"\n") and raw.count(b"\n", len(body)) == 1
     events = []  # the slow path, line by line, finds and names what is wrong
     for lineno, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
@@ -67,11 +68,11 @@ def _parsed(raw: bytes, source: str) -> tuple[list[Event], bool]:
     return events, raw.endswith(b"\n") and raw.count(b"\n") == len(events)
 
 
-def _jsonl_events(raw: bytes) -> list[Event] | None:
-    """Well-formed JSONL decoded in one call (a JSON string never holds a raw newline, so the
-    lines joined by commas are an array), or None when any line is blank, bad or not an event.
-    One decode instead of one per line: this runs once per trial graded."""
-    body = raw.rstrip()
+def _jsonl_events(body: bytes) -> list[Event] | None:
+    """Well-formed JSONL (``body``: the file without its trailing whitespace) decoded in one
+    call (a JSON string never holds a raw newline, so the lines joined by commas are an array),
+    or None when any line is blank, bad or not an event. One decode instead of one per line:
+    this runs once per trial graded."""
     if not body:
         return None
     try:

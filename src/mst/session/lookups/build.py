@@ -90,7 +90,10 @@ def _eager_pass(session: Sequence[Any]) -> SessionLookups:
             continue
         data = event.get("data")
         which, handler = entry
-        handler(collectors[which], pos, event, data if data.__class__ is dict or isinstance(data, dict) else {})
+        collector = collectors[which]
+        if collector is None:
+            collector = state.collector(which)
+        handler(collector, pos, event, data if data.__class__ is dict or isinstance(data, dict) else {})
     return state.finish(MappingProxyType({k: tuple(v) for k, v in index.items()}))
 
 
@@ -105,33 +108,49 @@ def _lazy_pass(session: LazySession) -> SessionLookups:
         if phase is not None and phase != "" and phase != PHASE_AGENT:
             continue
         which, handler = handlers[types[pos]]
-        handler(collectors[which], pos, event, event["data"])
+        collector = collectors[which]
+        if collector is None:
+            collector = state.collector(which)
+        handler(collector, pos, event, event["data"])
     return state.finish(_TypeIndex(types))
 
 
 class _Pass:
-    """The pass's collectors (the handlers of :data:`HANDLERS` are their methods)."""
+    """The pass's collectors (the handlers of :data:`HANDLERS` are their methods). The native
+    and gateway collectors are made at their first event (:meth:`collector`): most trials'
+    sessions have no tool call and no MCP event, and making both up front was a tenth of such a
+    trial's lookups."""
 
-    __slots__ = ("collectors", "gateway", "session", "slots", "usage")
+    __slots__ = ("collectors", "session", "slots", "usage")
 
     def __init__(self, session: Sequence[Any]) -> None:
         self.session = session
-        self.slots: list[_Slot] = []
-        self.gateway = gateway = _Gateway(self.slots)
+        self.slots: list[_Slot] = []  # the calls of both tool collectors, in the order they were met
         self.usage = usage = _Usage()
-        self.collectors: tuple[_Correlator, _Gateway, _Usage] = (_Correlator(session, self.slots), gateway, usage)
+        self.collectors: list[Any] = [None, None, usage]  # by _NATIVE, _GATEWAY, _USAGE
+
+    def collector(self, which: int) -> Any:
+        """The native or gateway collector, made now: the pass met its first event."""
+        made = _Correlator(self.session, self.slots) if which == _NATIVE else _Gateway(self.slots)
+        self.collectors[which] = made
+        return made
 
     def finish(self, by_type: Mapping[str, tuple[int, ...]]) -> SessionLookups:
-        session, gateway, usage = self.session, self.gateway, self.usage
-        _other_mcp_events(session, by_type, gateway)
-        calls, dropped = _deduplicate(self.slots, gateway.indices)
+        session, usage = self.session, self.usage
+        _other_mcp_events(session, by_type, self)
+        gateway: _Gateway | None = self.collectors[_GATEWAY]
+        if gateway is None:  # no MCP event at all: no gateway record, none counted
+            calls, dropped = _deduplicate(self.slots, ())
+            mcp_events = retries = 0
+        else:
+            calls, dropped = _deduplicate(self.slots, gateway.indices)
+            mcp_events, retries = gateway.mcp_events, gateway.retries
         # SessionLookups' fields in order, without the named tuple's Python-level __new__
-        fields = (len(session), by_type, calls, dropped, usage.stats(session), usage.completed, gateway.mcp_events,
-                  gateway.retries)  # fmt: skip
+        fields = (len(session), by_type, calls, dropped, usage.stats(session), usage.completed, mcp_events, retries)
         return _new_tuple(SessionLookups, fields)  # type: ignore[no-any-return]
 
 
-def _other_mcp_events(session: Sequence[Any], by_type: Mapping[str, tuple[int, ...]], gateway: _Gateway) -> None:
+def _other_mcp_events(session: Sequence[Any], by_type: Mapping[str, tuple[int, ...]], state: _Pass) -> None:
     """``mcp.*`` types the pass does not interpret (``mcp.retry``, ...) still count as MCP
     events; they are usually rare, so they are visited here rather than tested for on every event."""
     known = _OTHER_MCP
@@ -144,6 +163,7 @@ def _other_mcp_events(session: Sequence[Any], by_type: Mapping[str, tuple[int, .
         for pos in by_type[etype]:
             event = session[pos]
             if is_main_agent(event):
+                gateway = state.collectors[_GATEWAY] or state.collector(_GATEWAY)
                 gateway.observe(etype, event_data(event))
 
 

@@ -4,7 +4,7 @@ de-duplication of gateway records against native calls."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from mst.session.lookups.fields import (
@@ -207,7 +207,7 @@ def _hyphenated_natives(slots: list[_Slot]) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def _deduplicate(slots: list[_Slot], gateway: list[int]) -> tuple[tuple[ToolCall, ...], int]:
+def _deduplicate(slots: list[_Slot], gateway: Sequence[int]) -> tuple[tuple[ToolCall, ...], int]:
     """Drop gateway records that a more direct source already accounts for.
 
     Sources in order of precedence: native events, ``mcp.tool_call``, JSON-RPC exchanges. Each

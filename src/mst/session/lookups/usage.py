@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from mst.session.events import MODEL_REQUEST, SESSION_RESULT
-from mst.session.lookups.fields import _agent, _duration, _timestamp, is_main_agent
+from mst.session.lookups.fields import _duration, _timestamp, is_main_agent
 from mst.session.lookups.records import (
     EXECUTION_RESULT,
     FIREWALL_TOKEN_USAGE,
@@ -160,12 +160,14 @@ class _Usage:
         top-level one (no ``agentId``) gives the whole agent's duration and usage, unless nothing
         else exists."""
         self.completed = True
-        if _agent(event) is not None and self.result_source is not None:
+        agent = event.get("agentId")  # _agent, inlined (as _duration's common case below)
+        if agent.__class__ is str and agent and self.result_source is not None:
             return
         usage = parse_usage(data)
-        if not usage.empty:
+        if usage is not _NO_USAGE and not usage.empty:
             self.result_usage = usage
-        duration = _duration(data)
+        value = data.get("durationMs")
+        duration = float(value) if value.__class__ is int and value >= 0 else _duration(data)
         if duration is not None:
             self.result_duration = duration
             self.result_source = event_type
