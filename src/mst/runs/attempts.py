@@ -24,6 +24,7 @@ from mst.runs.frozen import JsonView, freeze
 _COMPLETED: Final = endings.to_json(endings.COMPLETED)  # most attempts: decoded without building one
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 _UNSET: Final = object()
+_NUMBER: Final = (int, float)  # made once: ``int | float`` in an isinstance builds a union per call
 
 
 class AttemptRecord(JsonView):
@@ -157,7 +158,7 @@ def duration_of(data: Mapping[str, Any]) -> float | None:
     """:attr:`AttemptRecord.duration_ms` of the record's stored JSON object ``data``: for a
     reader of a field or two of every attempt (the summary), without making the record."""
     value = data.get("durationMs")
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    return value if isinstance(value, _NUMBER) and not isinstance(value, bool) else None
 
 
 def usage_of(data: Mapping[str, Any]) -> Mapping[str, Any]:
