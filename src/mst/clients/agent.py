@@ -196,7 +196,7 @@ class AgentClient:
             settings = self.settings
             # By position, in the fields' order (case_id, variant_id, trial, try_number, seed, prompt,
             # expected, metadata, deadline_s, time_budget_s, case_mock, secrets): twelve keywords
-            # cost ~1 k instructions an attempt more to match (bench/perf16_collect.md).
+            # cost ~3 k instructions an attempt more to match (bench/perf16_collect.md).
             context = AttemptContext(
                 request.case_id, self.variant.id, request.trial, request.try_number, request.seed,
                 request.prompt, request.expected, request.metadata, request.deadline_s,
