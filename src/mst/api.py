@@ -32,7 +32,7 @@ from mst.grading.preflight import Keys, check, judges_of, needed_env, require
 from mst.runs.attempts import AttemptRecord
 from mst.runs.debris import run_lock, sweep_all
 from mst.runs.files import Journal
-from mst.runs.layout import RUN_SCHEMA, Key, RunPaths, create_run_dir, key_of, link_attempt_files, write_latest
+from mst.runs.layout import RUN_SCHEMA, Key, RunPaths, create_run_dir, link_attempt_files, write_latest
 from mst.runs.meta import GradingMeta, RunMeta
 from mst.runs.progress import Progress, Silent
 from mst.runs.run import Run, open_run
@@ -236,7 +236,8 @@ def _collect_and_grade(
     sharded = None
     with Journal(run.paths.attempts) as journal:
         def on_attempt(record: dict[str, Any]) -> None:
-            run.attempts.put(key_of(record), AttemptRecord.from_json(record), journal.append(record))
+            attempt = AttemptRecord.from_json(record)  # checks the key's types: its key is read as it is
+            run.attempts.put(attempt.key, attempt, journal.append(record))
             progress.advance()
 
         if runner is None:
@@ -349,11 +350,12 @@ def _lost_note(lost: list[str], *, collected: bool = True) -> list[str]:
 
 
 def _all_collected(run: Run, resolved: ResolvedEval) -> bool:
-    """Every attempt of the eval has a record: its keys checked without making an
-    :class:`AttemptSpec` per attempt (20,000 of them in the bench eval)."""
+    """Every attempt of the eval has a record: its keys checked from the cases' id and trials
+    columns, with no :class:`AttemptSpec` per attempt and no case made per row."""
     variants = [v.id for v in resolved.variants]
-    return all((variant, case.id, trial) in run.attempts
-               for case in resolved.cases for trial in range(case.trials) for variant in variants)
+    attempts = run.attempts
+    return all((variant, case_id, trial) in attempts
+               for case_id, trials in resolved.cases.id_trials() for trial in range(trials) for variant in variants)
 
 
 def _resolve_for(run: Run, *, check_digest: bool = True) -> ResolvedEval:

@@ -41,6 +41,7 @@ class Infrastructure:
 
 
 Ending = Trial | Infrastructure
+_ENDING_TYPES: Final = (Trial, Infrastructure)
 
 COMPLETED: Final = Trial("completed")
 
@@ -210,7 +211,7 @@ def stored_ending(produced: Ending | BaseException, *, deadline_passed: bool = F
     """
     if deadline_passed:
         return Infrastructure("deadline", "the attempt passed mst's per-attempt deadline", True)
-    if isinstance(produced, Trial | Infrastructure):
+    if isinstance(produced, _ENDING_TYPES):  # a tuple made once: ``Trial | Infrastructure`` is built per call
         return produced
     if isinstance(produced, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
         raise produced

@@ -268,3 +268,31 @@ def test_a_request_makes_its_artifacts_path_from_a_string_when_read(tmp_path: Pa
     assert req.artifacts_dir == tmp_path / "artifacts" / "c1" / "0"
     assert req.artifacts_dir is req.artifacts_dir
     assert req.secrets == {} and req.case_mock is None
+
+
+async def test_the_provider_is_given_each_of_the_requests_fields_by_name(tmp_path: Path) -> None:
+    """The agent makes the provider's AttemptContext by position (fewer instructions an attempt):
+    each field must still hold the request's value of the same name."""
+    from mst.clients.base import AttemptRequest, TranscriptRecorder
+    from mst.providers.base import AttemptContext
+
+    client = agent({"timeLimitSeconds": 30})
+    seen: list[AttemptContext] = []
+    provider = client._provider
+    assert provider is not None
+    session = provider.session
+
+    def spy(context: AttemptContext) -> Any:
+        seen.append(context)
+        return session(context)
+
+    client._provider.session = spy  # type: ignore[union-attr,method-assign]
+    req = AttemptRequest("c7", "the prompt", {"n": 42}, {"tag": "m"}, client.variant, 3, 2, 11, 60.0,
+                         f"{tmp_path}/artifacts", TranscriptRecorder("agent"), {"KEY": "v"}, {"answer": "x"})
+    await client.attempt(req)
+    [context] = seen
+    assert (context.case_id, context.variant_id, context.trial, context.try_number, context.seed) == (
+        "c7", client.variant.id, 3, 2, 11)
+    assert (context.prompt, context.expected, context.metadata) == ("the prompt", {"n": 42}, {"tag": "m"})
+    assert (context.deadline_s, context.time_budget_s) == (60.0, 30)
+    assert context.case_mock == {"answer": "x"} and context.secrets == {"KEY": "v"}

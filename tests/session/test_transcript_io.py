@@ -26,6 +26,14 @@ def test_jsonl_decodes_to_the_same_events_as_line_by_line() -> None:
     assert parse_transcript(raw.replace(b"\n", b"\r\n"), "t") == EVENTS
 
 
+def test_jsonl_is_one_line_per_event_each_ending_in_a_newline() -> None:
+    """The bytes a transcript file holds: each event's compact JSON and a newline, nothing for
+    no events (the lines are joined once, the last newline added only when there is a line)."""
+    assert dumps_jsonl(EVENTS) == b"".join(orjson.dumps(e) + b"\n" for e in EVENTS)
+    assert dumps_jsonl(iter(EVENTS[:1])) == orjson.dumps(EVENTS[0]) + b"\n"
+    assert dumps_jsonl([]) == b""
+
+
 @pytest.mark.parametrize(
     ("raw", "line"),
     [

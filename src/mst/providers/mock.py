@@ -216,6 +216,8 @@ def _lookup(fields: Mapping[str, Any], name: str, indexes: str) -> Any:
     if name not in fields:
         raise MockTemplateError(f"unknown placeholder {{{name}}}; known: {', '.join(sorted(fields))}")
     value = fields[name]
+    if not indexes:  # `{name}`, most placeholders: no index to look up
+        return value
     for key in _INDEX.findall(indexes):
         try:
             if isinstance(value, Sequence) and not isinstance(value, str):
