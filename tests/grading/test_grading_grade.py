@@ -256,3 +256,25 @@ def test_grader_values_are_the_live_entries_and_shared_where_their_measurement_i
                       "execution-step-count", "artifact-production"]
     durations = {g.id: g for g in b.graders}["execution-duration"]
     assert (durations.value, durations.message) == (7.0, "7 ms (from session.result)")
+
+
+def test_a_journaled_grading_with_a_redactor_has_its_grader_entries_redacted_at_every_sight() -> None:
+    """Without a redactor the journal's line holds shared grader entries as their encoded bytes
+    (``TrialGrading.journal_json``); with one, every entry is a dict the redactor walks, also a
+    value seen before (one the defaults share between trials)."""
+    import orjson
+
+    from mst.grading.context import GradingContext
+    from mst.grading.phase import _redacted
+    from mst.runs.grading_records import GraderValue, TrialGrading
+    from mst.session.redact import Redactor
+
+    shared = GraderValue("loops", 0.0, "pass", "saw sk-SECRET-1")
+    records = [TrialGrading("v", "c", t, graders=(shared,)) for t in range(3)]
+    plain = [orjson.dumps(_redacted(r, GradingContext())[1]) for r in records]
+    assert all(b"sk-SECRET-1" in line for line in plain)
+    context = GradingContext(redactor=Redactor(["sk-SECRET-1"]))
+    for record in records:
+        stored, data = _redacted(record, context)
+        assert b"sk-SECRET-1" not in orjson.dumps(data)
+        assert stored.graders is not None and "sk-SECRET-1" not in stored.graders[0].message

@@ -43,6 +43,31 @@ def test_each_codec_gives_back_the_bytes_it_read() -> None:
     assert AttemptRecord.from_json(older).to_json() == older
 
 
+def test_the_journal_encodes_each_shared_grader_entry_once_to_the_same_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``journal_json`` gives the bytes ``to_json`` does; a grader value object seen again (one
+    the defaults share between trials) is encoded once, at its second sight, and is its bytes
+    from then on; a value equal to it but another object is its own."""
+    from mst.runs import grading_records
+    entries = [{"id": "a", "value": 0.5, "status": "pass"}, {"id": "b", "value": None, "status": "error",
+                                                            "message": "no session"},
+               {"id": "c", "value": -0.0, "status": "fail", "diagnostics": [{"x": 1}]}]
+    first = TrialGrading.from_json({**GRADING, "graders": entries})
+    other = TrialGrading.from_json({**GRADING, "graders": entries})
+    assert first.graders is not None and other.graders is not None
+    second = dataclasses.replace(first, trial=1, graders=(*first.graders[:2], other.graders[2]))
+    encoded: list[Any] = []
+    dumps = orjson.dumps
+    monkeypatch.setattr(grading_records.orjson, "dumps", lambda v, *a: encoded.append(v["id"]) or dumps(v, *a))
+    kinds = []
+    for record in (first, second, first, first):
+        journaled = record.journal_json()
+        kinds.append([e.__class__ for e in journaled["graders"]])
+        assert dumps(journaled) == dumps(record.to_json())
+    assert encoded == ["a", "b", "c"]
+    fragment = orjson.Fragment
+    assert kinds == [[dict] * 3, [fragment, fragment, dict], [fragment] * 3, [fragment] * 3]
+
+
 def test_the_attempts_graded_round_trip_and_stay_optional() -> None:
     """``try`` and ``tries`` name the attempts a record graded (an attempt collected again is
     graded again); records written before them decode with none and are written back without."""

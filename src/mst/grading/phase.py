@@ -322,10 +322,9 @@ Graded = TypeVar("Graded", TrialGrading, CaseComparison)
 
 def _redacted(record: Graded, context: GradingContext) -> tuple[Graded, dict[str, Any]]:
     """The record as it is stored: redacted of the run's secrets, with the JSON it is journaled as."""
-    data = record.to_json()
-    if not context.redactor.active:
-        return record, data
-    redacted: dict[str, Any] = context.redactor.value(data)
+    if not context.redactor.active:  # only encoded: a trial's grader entries as their bytes
+        return record, record.journal_json() if isinstance(record, TrialGrading) else record.to_json()
+    redacted: dict[str, Any] = context.redactor.value(record.to_json())
     return type(record).from_json(redacted), redacted  # type: ignore[return-value]
 
 

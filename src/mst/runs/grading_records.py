@@ -18,9 +18,11 @@ docs/run-directory.md) is graded again, not kept. Records written before they ex
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
+
+import orjson
 
 Side = Literal["candidate", "baseline", "tie"]
 Status = Literal["graded", "ungraded"]
@@ -139,21 +141,43 @@ class GraderValue(NamedTuple):
 
 def _grader_entry(g: GraderValue) -> dict[str, Any]:
     """``{id, value, status[, message][, diagnostics | result]}``, as a record stores it."""
-    return _grader_entries((g,))[0]
+    entry: dict[str, Any] = {"id": g[0], "value": g[1], "status": g[2]}
+    if g[3]:
+        entry["message"] = g[3]
+    if g[4]:
+        entry.update(g[4])
+    return entry
 
 
 def _grader_entries(graders: Iterable[GraderValue]) -> list[dict[str, Any]]:
-    """:func:`_grader_entry` of each of a trial's grader values, in one loop (ten per trial
-    graded: no call per value; bench/perf16_gfile.md, session 9 (gshare))."""
-    entries: list[dict[str, Any]] = []
+    """:func:`_grader_entry` of each of a trial's grader values."""
+    return [_grader_entry(g) for g in graders]
+
+
+def _journal_entries(graders: Iterable[GraderValue]) -> list[Any]:
+    """:func:`_grader_entries` for the journal's one encoding: a value object seen before is
+    its entry's JSON (an ``orjson.Fragment``, encoded at its second sight), any other its
+    dict. The defaults share most values between trials (one object each,
+    :func:`mst.graders.results.grader_entries`), so those are encoded once, not made into a
+    dict and encoded per trial (bench/perf16_gcompute.md, session 13 round 2)."""
+    seen = _SEEN
+    entries: list[Any] = []
     for g in graders:
-        entry: dict[str, Any] = {"id": g[0], "value": g[1], "status": g[2]}
-        if g[3]:
-            entry["message"] = g[3]
-        if g[4]:
-            entry.update(g[4])
-        entries.append(entry)
+        held = seen.get(id(g))
+        if held is not None and held[0] is g:  # the value is held with its entry: no address reuse
+            if held[1] is None:
+                held = seen[id(g)] = (g, orjson.Fragment(orjson.dumps(_grader_entry(g))))
+            entries.append(held[1])
+        else:
+            if len(seen) >= _SEEN_MAX:  # values made per trial would otherwise fill it
+                seen.clear()
+            seen[id(g)] = (g, None)
+            entries.append(_grader_entry(g))
     return entries
+
+
+_SEEN: dict[int, tuple[GraderValue, orjson.Fragment | None]] = {}  # id(value) -> (value, its entry's JSON)
+_SEEN_MAX = 256  # grading threads share it: each step is one dict operation, a lost race encodes again
 
 
 def _grader_value(data: Mapping[str, Any]) -> GraderValue:
@@ -202,13 +226,22 @@ class TrialGrading:
         return next((v for v in self.verdicts if v.judge == name), None)
 
     def to_json(self) -> dict[str, Any]:
+        return self._json(_grader_entries)
+
+    def journal_json(self) -> dict[str, Any]:
+        """:meth:`to_json` for a dict that is only encoded (the grading journal's line): the
+        grader entries of values seen before are their JSON already (``orjson.Fragment``), the
+        same bytes. Nothing may read or redact them: a redacted record is made from :meth:`to_json`."""
+        return self._json(_journal_entries)
+
+    def _json(self, entries: Callable[[Iterable[GraderValue]], Any]) -> dict[str, Any]:
         out: dict[str, Any] = {
             "variant": self.variant, "case": self.case, "trial": self.trial, "status": self.status,
             "passed": self.passed, "verdicts": [v.to_json() for v in self.verdicts],
             "errors": [e.to_json() for e in self.errors],
         }
         if self.graders is not None:
-            out["graders"] = _grader_entries(self.graders)
+            out["graders"] = entries(self.graders)
         if self.graders_path is not None:
             out["gradersPath"] = self.graders_path
         if self.try_number is not None:
