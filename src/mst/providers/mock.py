@@ -245,7 +245,12 @@ def render(template: str, fields: Mapping[str, Any]) -> str:
     """Fill a template's placeholders with text."""
     if "{" not in template and "}" not in template:
         return template
-    return "".join([p if p.__class__ is str else _text(_lookup(fields, *p)) for p in _pieces(template)])
+    # A loop, not a list comprehension: in this Python each comprehension makes a function and
+    # a frame, more than the few pieces of a template cost to join.
+    texts: list[str] = []
+    for p in _pieces(template):
+        texts.append(p if p.__class__ is str else _text(_lookup(fields, *p)))
+    return "".join(texts)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -468,7 +473,10 @@ class MockSession:
 
     def _fields(self, request: ModelRequest) -> dict[str, Any]:
         ctx = self._ctx
-        results = [m.content for m in request.messages if isinstance(m, ToolResult)]
+        results: list[str] = []  # a loop, not a comprehension (see render): called once a model request
+        for m in request.messages:
+            if isinstance(m, ToolResult):
+                results.append(m.content)
         return {
             "expected": ctx.expected,
             "prompt": ctx.prompt,
