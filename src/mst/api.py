@@ -353,9 +353,8 @@ def _all_collected(run: Run, resolved: ResolvedEval) -> bool:
     """Every attempt of the eval has a record: its keys checked from the cases' id and trials
     columns, with no :class:`AttemptSpec` per attempt and no case made per row."""
     variants = [v.id for v in resolved.variants]
-    attempts = run.attempts
-    return all((variant, case_id, trial) in attempts
-               for case_id, trials in resolved.cases.id_trials() for trial in range(trials) for variant in variants)
+    return run.attempts.holds_all((variant, case_id, trial) for case_id, trials in resolved.cases.id_trials()
+                                  for trial in range(trials) for variant in variants)
 
 
 def _resolve_for(run: Run, *, check_digest: bool = True) -> ResolvedEval:

@@ -111,3 +111,30 @@ def test_pair_keys_keep_their_slots_and_sort_as_their_keys() -> None:
     assert all(attempts.find(("a", case, 0)) is not None for case in cases[:10])
     assert attempts.find(("a", cases[-1], 0)) is None and len(attempts) == 10
     assert attempts.find(pairs[0]) is None  # the pairs are the other index's
+
+
+def test_a_trial_key_takes_its_slot_in_one_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each attempt and its grading are stored through ``slot``: a trial key is read once there
+    (its types checked once, its case looked up once), not found first and then checked again."""
+    index: KeyIndex[object] = KeyIndex()
+    monkeypatch.setattr(KeyIndex, "find", lambda self, key: pytest.fail(f"slot() looked {key!r} up through find()"))
+    given = [index.slot(key) for key in [("b", "c1", 0), ("b", "c1", 3), ("a", "c1", 0), ("b", "c0", 9)]]
+    assert given == [index.slot(("b", "c1", 0)), index.slot(("b", "c1", 3)), index.slot(("a", "c1", 0)),
+                     index.slot(("b", "c0", 9))]  # found again, not given again
+    assert index.key(given[1]) == ("b", "c1", 3) and index.key(given[3]) == ("b", "c0", 9)
+
+
+def test_a_store_holds_all_keys_only_when_each_has_a_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mst.runs.records import RecordStore
+
+    store: RecordStore[object, dict[str, int]] = RecordStore()
+    keys = [("v", f"c{c}", t) for c in range(5) for t in range(3)]
+    for key in keys:
+        store[key] = {"n": 1}
+    del store[keys[4]]
+    store[("w", "c9", 0)] = {"n": 2}  # a key given a slot that is then not asked about
+    monkeypatch.setattr(RecordStore, "__contains__", lambda self, key: pytest.fail("one look-up a key"))
+    assert store.holds_all(k for k in keys if k != keys[4])
+    assert not store.holds_all(keys)
+    assert not store.holds_all([("v", "c0", 7)])  # in a block given out, not stored
+    assert not store.holds_all([("v", "c-none", 0)]) and store.holds_all([])

@@ -245,7 +245,12 @@ def render(template: str, fields: Mapping[str, Any]) -> str:
     """Fill a template's placeholders with text."""
     if "{" not in template and "}" not in template:
         return template
-    return "".join([p if p.__class__ is str else _text(_lookup(fields, *p)) for p in _pieces(template)])
+    # A loop, not a list comprehension: in this Python each comprehension makes a function and
+    # a frame, more than the few pieces of a template cost to join.
+    texts: list[str] = []
+    for p in _pieces(template):
+        texts.append(p if p.__class__ is str else _text(_lookup(fields, *p)))
+    return "".join(texts)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -339,14 +344,18 @@ class MockProvider:
     def __init__(self, settings: MockSettings | None) -> None:
         self._settings = settings or MockSettings.model_validate({})
         self._base: dict[str, Any] = self._settings.model_dump(exclude_unset=True)
-        # case id -> (the case's mock mapping it was merged from, the merged settings). The
-        # mapping is checked by identity, so validation runs once per case, not per attempt.
-        self._per_case: dict[str, tuple[Mapping[str, Any], MockSettings]] = {}
+        self._script = _Script(self._settings)
+        # case id -> (the case's mock mapping it was merged from, the merged settings' script).
+        # The mapping is checked by identity, so validation runs once per case, not per attempt.
+        self._per_case: dict[str, tuple[Mapping[str, Any], _Script]] = {}
 
     def settings_for(self, case_id: str, case_mock: Mapping[str, Any] | None) -> MockSettings:
         """The variant's settings with the case's keys merged over them (validated once per case)."""
+        return self._script_for(case_id, case_mock).settings
+
+    def _script_for(self, case_id: str, case_mock: Mapping[str, Any] | None) -> "_Script":
         if not case_mock:
-            return self._settings
+            return self._script
         cached = self._per_case.get(case_id)
         if cached is not None and cached[0] is case_mock:
             return cached[1]
@@ -354,14 +363,30 @@ class MockProvider:
             merged = MockSettings.model_validate({**self._base, **case_mock})
         except ValidationError as exc:
             raise _setup(f"case {case_id!r}: invalid mock settings: {_format_errors(exc)}") from None
-        self._per_case[case_id] = (case_mock, merged)
-        return merged
+        script = self._per_case[case_id] = (case_mock, _Script(merged))
+        return script[1]
 
     def session(self, context: AttemptContext) -> "MockSession":
-        return MockSession(self.settings_for(context.case_id, context.case_mock), context)
+        return MockSession(self._script_for(context.case_id, context.case_mock), context)
 
     async def aclose(self) -> None:
         return None
+
+
+class _Script:
+    """The settings an attempt reads, as plain slots, made once per variant and case mock: a
+    read of a pydantic model's attribute goes through the ``__getattr__`` hook of its class
+    (~0.9 k instructions), and an attempt read seven of them."""
+
+    __slots__ = ("answer", "contextWindow", "inject", "latencyMs", "seed", "settings", "steps", "successRate",
+                 "wrongAnswer")
+
+    def __init__(self, settings: MockSettings) -> None:
+        self.settings = settings
+        self.answer, self.wrongAnswer = settings.answer, settings.wrongAnswer
+        self.contextWindow, self.latencyMs = settings.contextWindow, settings.latencyMs
+        self.seed, self.successRate = settings.seed, settings.successRate
+        self.inject, self.steps = settings.inject, settings.steps
 
 
 class MockSession:
@@ -369,7 +394,7 @@ class MockSession:
 
     __slots__ = ("_ctx", "_injection", "_settings", "_succeeds", "_tools_chars", "_tools_ref")
 
-    def __init__(self, settings: MockSettings, context: AttemptContext) -> None:
+    def __init__(self, settings: _Script, context: AttemptContext) -> None:
         self._settings = settings
         self._ctx = context
         key = (settings.seed, context.seed, context.variant_id, context.case_id, context.trial)
@@ -468,7 +493,10 @@ class MockSession:
 
     def _fields(self, request: ModelRequest) -> dict[str, Any]:
         ctx = self._ctx
-        results = [m.content for m in request.messages if isinstance(m, ToolResult)]
+        results: list[str] = []  # a loop, not a comprehension (see render): called once a model request
+        for m in request.messages:
+            if isinstance(m, ToolResult):
+                results.append(m.content)
         return {
             "expected": ctx.expected,
             "prompt": ctx.prompt,

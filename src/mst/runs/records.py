@@ -18,7 +18,7 @@ import os
 import sys
 import tempfile
 from array import array
-from collections.abc import Callable, Hashable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, MutableMapping, Sequence
 from typing import IO, Any, Generic, Protocol, TypeVar, overload
 
 import orjson
@@ -131,14 +131,6 @@ class KeyIndex(Generic[K]):
         self._single_keys: list[K] = []
 
     @staticmethod
-    def _block_key(key: object) -> tuple[str, str, int] | None:
-        if type(key) is tuple and len(key) == 3:
-            variant, case, trial = key
-            if type(variant) is str and type(case) is str and type(trial) is int and trial >= 0:
-                return variant, case, trial
-        return None
-
-    @staticmethod
     def _pair_key(key: object) -> tuple[str, str] | None:
         if type(key) is tuple and len(key) == 2:
             candidate, case = key
@@ -147,40 +139,62 @@ class KeyIndex(Generic[K]):
         return None
 
     def slot(self, key: K) -> int:
+        given: Any = key  # a trial key read inline, as find reads it
+        if type(given) is tuple and len(given) == 3:
+            variant, case, trial = given
+            if type(trial) is int and type(variant) is str and type(case) is str and trial >= 0:
+                return self._trial_slot(variant, case, trial)
         start = self.find(key)
         if start is not None:
             return start
-        trial_key = self._block_key(key)
-        if trial_key is not None:
-            variant, case, trial = trial_key
-            high, first, size = _block_of(trial)
-            start = self._new_slots(self._column(variant, high), case, size, self._owner(variant, high))
-            return start + trial - first
         pair_key = self._pair_key(key)
         if pair_key is not None:
             candidate, case = pair_key
             column = self._pairs.get(candidate)
             if column is None:
                 column = self._pairs[candidate] = array("i")
-            return self._new_slots(column, case, 1, self._owner((candidate,), 0))
+            return self._new_slots(column, self._case_number(case), 1, self._owner((candidate,), 0))
         slot = self._singles[key] = len(self._owner_case)
         self._owner_case.append(-1 - len(self._single_keys))
         self._owner_block.append(0)
         self._single_keys.append(key)
         return slot
 
-    def _new_slots(self, column: array[int], case: str, size: int, owner: int) -> int:
-        """``size`` new slots, owned by ``owner`` and ``case``, the first kept in ``column`` at the
-        case's number."""
-        number = self._case_number(case)
-        if number >= len(column):
-            column.extend([_ABSENT] * (number + 1 - len(column)))
+    def _trial_slot(self, variant: str, case: str, trial: int) -> int:
+        """The slot of a trial key whose types :meth:`slot` checked, given one when it has none.
+        Each attempt and its grading are stored through here: the look-up and the new slot
+        share one reading of the key (no second check of its types, no second case look-up)."""
+        high, first, size = _block_of(trial)
+        columns = self._starts.get(variant)
+        number = self._cases.get(case)
+        if columns is not None and high < len(columns):
+            column = columns[high]
+            if number is not None and number < len(column) and (start := column[number]) >= 0:
+                return start + trial - first
+        else:
+            column = self._column(variant, high)
+        if number is None:
+            number = self._case_number(case)
+        return self._new_slots(column, number, size, self._owner(variant, high)) + trial - first
+
+    def _new_slots(self, column: array[int], number: int, size: int, owner: int) -> int:
+        """``size`` new slots, owned by ``owner`` and the case numbered ``number``, the first
+        kept in ``column`` at the case's number."""
         start = len(self._owner_case)
         if start + size > _SLOTS:
             raise ValueError(f"a key index holds at most {_SLOTS} slots")
-        column[number] = start
-        self._owner_case.extend(array("i", [number]) * size)
-        self._owner_block.extend(array("I", [owner]) * size)
+        if number == len(column):  # the usual case: cases are stored in the order first seen
+            column.append(start)
+        else:
+            if number > len(column):
+                column.extend([_ABSENT] * (number + 1 - len(column)))
+            column[number] = start
+        if size == 1:
+            self._owner_case.append(number)
+            self._owner_block.append(owner)
+        else:
+            self._owner_case.extend(array("i", [number]) * size)
+            self._owner_block.extend(array("I", [owner]) * size)
         return start
 
     def _owner(self, variant: str | tuple[str], high: int) -> int:
@@ -340,21 +354,35 @@ class _Summaries:
         codes = self._codes
         return self._distinct[codes[slot]] if codes is not None else self._list[slot]
 
-    def __setitem__(self, slot: int, summary: Any) -> None:
-        """Keep ``summary`` at ``slot``, growing to it (the slots between have none)."""
-        code = self._code(summary)
+    def keep(self, slot: int, summary: Any) -> None:
+        """Keep ``summary`` at ``slot``, growing to it (the slots between have none). Called by
+        name from :meth:`RecordStore.put` (once a record): ``x[i] = v`` on a Python class goes
+        through a slot wrapper that costs more than the call."""
         codes = self._codes
         if codes is not None:
+            try:
+                code = self._code_of.get(summary)
+            except TypeError:  # not hashable: kept as is, in the list
+                code = None
+            else:
+                if code is None:
+                    code = self._code(summary)
             if code is not None:
-                if slot >= len(codes):
+                if slot == len(codes):
+                    codes.append(code)
+                    return
+                if slot > len(codes):
                     codes.frombytes(bytes(codes.itemsize * (slot + 1 - len(codes))))
                 codes[slot] = code
                 return
             self._list, self._codes = [self._distinct[c] for c in codes], None
+        code = self._code(summary)
         held = self._list
         if slot >= len(held):
             held.extend([None] * (slot + 1 - len(held)))
         held[slot] = self._distinct[code] if code is not None else summary
+
+    __setitem__ = keep
 
     def _code(self, summary: Any) -> int | None:
         """The index of the value equal to ``summary``, made when there is room; None when it
@@ -477,6 +505,17 @@ class RecordStore(MutableMapping[K, V]):
         """Whether a record is held at ``slot`` (see :meth:`slot_of`)."""
         return slot is not None and slot < len(self._packed) and self._packed[slot] != _ABSENT
 
+    def holds_all(self, keys: Iterable[object]) -> bool:
+        """Whether a record is held for every one of ``keys`` (a run's check that every attempt
+        was collected): one look-up a key, where ``key in store`` is three calls (the ``in``
+        slot wrapper, ``__contains__`` and ``_packed_at``) before the look-up."""
+        find, packed = self._keys.find, self._packed
+        for key in keys:
+            slot = find(key)
+            if slot is None or slot >= len(packed) or packed[slot] == _ABSENT:
+                return False
+        return True
+
     def at(self, slot: int | None) -> V | None:
         """The record at ``slot`` (see :meth:`slot_of`), None when none is held there."""
         packed = self._packed
@@ -542,14 +581,19 @@ class RecordStore(MutableMapping[K, V]):
         bytes): the record is encoded once, not once per place it goes."""
         slot = self._keys.slot(key)
         packed = self._packed
-        if slot >= len(packed):
-            packed.extend([_ABSENT] * (slot + 1 - len(packed)))
-        if packed[slot] == _ABSENT:
-            self._len += 1
         size = self._size
-        packed[slot] = size << _LEN_BITS | len(data)
+        length = len(data)
+        if slot == len(packed):  # the usual case: a record at a new slot, the next one
+            packed.append(size << _LEN_BITS | length)
+            self._len += 1
+        else:
+            if slot > len(packed):
+                packed.extend([_ABSENT] * (slot + 1 - len(packed)))
+            if packed[slot] == _ABSENT:
+                self._len += 1
+            packed[slot] = size << _LEN_BITS | length
         self._pending += data
-        size = self._size = size + len(data)
+        size = self._size = size + length
         # Buffered, then one write to the spill file. The block is read here, not bound at
         # import: a test that makes blocks small (to see a big run's memory in a small one)
         # must make this buffer small too, as it is, next to its records, in a big run. A
@@ -558,10 +602,7 @@ class RecordStore(MutableMapping[K, V]):
         if size - self._flushed >= fileio.IO_BLOCK >> 2:
             self._flush()
         if self._summarize is not None:
-            self._keep_summary(slot, self._summarize(value))
-
-    def _keep_summary(self, slot: int, summary: Any) -> None:
-        self._summaries[slot] = summary  # equal summaries (the same ending, again and again) share one object
+            self._summaries.keep(slot, self._summarize(value))  # equal summaries share one object
 
     # -- mapping -------------------------------------------------------------------------------
 
