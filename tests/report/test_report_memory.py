@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import tracemalloc
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import orjson
+
 from mst.report.html import Matrix
-from mst.report.trials import CaseList
+from mst.report.trials import CaseList, _write_chunk
 
 
 def _traced(make: Any) -> tuple[Any, int]:
@@ -40,3 +43,19 @@ def test_the_matrix_holds_the_bytes_the_page_gives_a_case() -> None:
     # '"case-000000",' and '1,' for the case; per variant 'p', '1.0,', '1,' and '1,'
     assert held / 30_000 < 1.3 * (14 + 2 + 2 * 9), f"{held / 30_000:.0f} bytes a case"
     assert matrix.case_ids()[:2] == ["case-000000", "case-000001"]
+
+
+def test_a_chunk_is_written_without_a_joined_copy_of_its_entries(tmp_path: Path) -> None:
+    # A chunk holds 16 cases' trials with their transcripts: joining its entries and wrapping
+    # them made two more copies of it at once, the peak of a run with many trials a case.
+    entries = [orjson.dumps({"case": i, "text": "x" * 500_000}) for i in range(16)]
+    path = tmp_path / "c0.js"
+    tracemalloc.start()
+    try:
+        _write_chunk(path, entries)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    size = sum(map(len, entries))
+    assert peak < size / 4, f"{peak} bytes at once to write {size}"
+    assert path.read_bytes() == b"mstChunk({" + b",".join(entries) + b"});\n"

@@ -55,15 +55,24 @@ def write_chunks(run: Run, case_ids: Sequence[str], folder: Path, plan: ChunkPla
     written = 0
     for start in range(0, len(case_ids), plan.size):
         group = case_ids[start:start + plan.size]
-        body = b",".join(_case_entry(run, case, [(key, slot_of(key)) for key in sorted(by_case.get(case, ()))])
-                         for case in group)
-        _write_chunk(folder / plan.name(start), body)
+        _write_chunk(folder / plan.name(start),
+                     [_case_entry(run, case, [(key, slot_of(key)) for key in sorted(by_case.get(case, ()))])
+                      for case in group])
         written += 1
     return written
 
 
-def _write_chunk(path: Path, body: bytes) -> None:
-    path.write_bytes(b"mstChunk({" + body + b"});\n")
+def _write_chunk(path: Path, entries: Sequence[bytes]) -> None:
+    """``mstChunk({entry,entry,...});`` written a piece at a time: joining the entries and
+    wrapping them made two more copies of a chunk that holds 16 cases' transcripts (the peak
+    of a run with many trials a case; bench/README.md, session 13)."""
+    with path.open("wb") as out:
+        out.write(b"mstChunk({")
+        for i, entry in enumerate(entries):
+            if i:
+                out.write(b",")
+            out.write(entry)
+        out.write(b"});\n")
 
 
 class CaseList(ColumnPairs[str, int]):
@@ -158,7 +167,7 @@ class ChunkStream:
         self._next += 1
         if len(self._entries) == self.plan.size or self._next == len(self.cases):
             self.folder.mkdir(parents=True, exist_ok=True)
-            _write_chunk(self.folder / self.plan.name(self._next - 1), b",".join(self._entries))
+            _write_chunk(self.folder / self.plan.name(self._next - 1), self._entries)
             self._entries.clear()
 
 
