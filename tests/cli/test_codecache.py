@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import typing
 from collections import namedtuple
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +25,7 @@ def fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(codecache, "_used", set())
     monkeypatch.setattr(codecache, "_changed", set())
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(codecache, "_keeping_regexes", True)  # as before a command starts its work
     return tmp_path
 
 
@@ -139,3 +142,96 @@ def test_the_mst_command_reads_the_code_a_first_one_wrote(tmp_path: Path) -> Non
                            text=True).stdout.split(" ", 1) for _ in range(2)]  # fmt: skip
     assert runs[0][0] == "True" and "mst.collect" in runs[0][1] and "typing" in runs[0][1]
     assert runs[1] == ["True", "[]\n"]
+
+
+_PATTERNS = [  # (pattern, flags): groups by name and number, classes, bytes, inline flags, a verbose one
+    (r"(?P<year>\d{4})-(?P<month>\d\d)(?:-(\d\d))?", 0),
+    ("[^\t\n\r -~\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]", 0),  # PyYAML's reader: 4 ms to compile
+    (rb"^[ \t\f]*(?:[#\r\n]|$)", 0),
+    (r"(?i)caf\u00e9|(?P<x>a+)\1", re.MULTILINE),
+    (r"""
+        \s*(?P<key>[a-z_]+)   # a key
+        \s*=\s*(?P<value>.*)  # its value
+     """, re.VERBOSE | re.ASCII),
+]
+
+
+def _uncached(pattern: str | bytes, flags: int) -> re.Pattern[Any]:
+    return codecache._re_compile(pattern, flags)  # type: ignore[no-any-return]
+
+
+def test_the_command_routes_regular_expressions_through_the_cache() -> None:
+    assert re._compiler.compile is codecache._regex  # type: ignore[attr-defined]
+
+
+def test_a_cached_regex_is_the_pattern_re_would_make(fresh: Path) -> None:
+    made = [codecache._regex(p, f) for p, f in _PATTERNS]
+    assert codecache.compiled_groups() == {"re"}
+    codecache.save()
+    _new_process(fresh)
+    again = [codecache._regex(p, f) for p, f in _PATTERNS]
+    assert codecache.compiled_groups() == set()  # every program read from the file
+    for (pattern, flags), first, second in zip(_PATTERNS, made, again, strict=True):
+        plain = _uncached(pattern, flags)
+        # Equal patterns: same text, flags and program (the program is what the cache keeps).
+        assert first == plain and second == plain, pattern
+        assert second.flags == plain.flags and second.groups == plain.groups
+        assert dict(second.groupindex) == dict(plain.groupindex)
+    year = again[0].match("2026-12-07")
+    assert year is not None and year.group("month") == "12" and year.group(3) == "07"
+    assert again[3].match("CAFÉ") is not None and again[3].match("aaaa").group("x") == "aa"  # type: ignore[union-attr]
+    assert again[4].match(" name = mst").groupdict() == {"key": "name", "value": "mst"}  # type: ignore[union-attr]
+
+
+def test_re_compile_itself_reads_the_cache(fresh: Path) -> None:
+    pattern = r"mst-codecache-(\d+)-probe"  # a text no other test compiles: re's own cache has none
+    assert re.compile(pattern).match("mst-codecache-42-probe").group(1) == "42"  # type: ignore[union-attr]
+    assert "re" in codecache.compiled_groups()
+    assert ("re", re._compiler.MAGIC, 0, pattern) in codecache._groups["re"]  # type: ignore[attr-defined]
+
+
+def test_a_debug_compile_or_a_parsed_pattern_goes_to_re(fresh: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    codecache._regex("ab*", re.DEBUG)
+    assert "LITERAL" in capsys.readouterr().out  # re printed the program, as it does for DEBUG
+    assert codecache.compiled_groups() == set()
+
+
+def test_only_the_patterns_of_imports_are_kept(fresh: Path) -> None:
+    codecache.seal()  # the command starts its work
+    codecache._regex(r"sk-secret-value-\d+", 0)
+    assert codecache.compiled_groups() == set()
+    with codecache.importing():  # the engine's import, inside the command
+        codecache._regex(r"module-level-(\w+)", 0)
+    codecache._regex(r"after-the-import", 0)
+    assert {k[3] for k in codecache._groups["re"]} == {r"module-level-(\w+)"}
+
+
+def test_a_runs_secrets_never_reach_the_cache(tmp_path: Path) -> None:
+    """The redactor compiles the secret values into a pattern: the command's cache files (a
+    fresh ``PYTHONPYCACHEPREFIX``) hold the patterns of its imports and never that one."""
+    from tests.helpers import basic_eval, run_cli, write_eval
+
+    canary = "skCanaryRegex5d0e2b"  # nothing re.escape changes: the pattern would hold it as it is
+    (tmp_path / "secrets.env").write_text(f"MY_KEY={canary}\n")
+    variant = {"id": "cmd", "client": "command", "secrets": ["MY_KEY"],
+               "settings": {"command": ["sh", "-c", 'echo "42 key=$MY_KEY"']}}
+    path = write_eval(tmp_path, basic_eval(variants=[variant], assertions=[{"type": "contains", "value": "42"}],
+                                           cases=[{"id": "c1", "prompt": "say 42", "expected": "42"}]))
+    prefix = tmp_path / "pycache"
+    env = {"PYTHONPYCACHEPREFIX": str(prefix), "PYTHONDONTWRITEBYTECODE": ""}
+    proc = run_cli("run", str(path), "--runs-dir", "runs", "--secrets-file", "secrets.env", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    kept = list(prefix.rglob("re.marshal"))
+    assert kept, "the command kept no regex: this test would prove nothing"
+    assert b"key=[REDACTED]" in next((tmp_path / "runs").rglob("run.json")).read_bytes()  # the redactor ran
+    for file in prefix.rglob("*"):
+        if file.is_file():
+            assert canary.encode() not in file.read_bytes(), file
+
+
+def test_the_regex_shim_stays_off_where_re_differs(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert codecache._regex_shim_fits()
+    monkeypatch.setattr(codecache._re_compiler, "_code", lambda p, flags: [0])  # another Python's program
+    assert not codecache._regex_shim_fits()
+    monkeypatch.setattr(codecache, "_re_compile", None)  # no re._compiler at all
+    assert not codecache._regex_shim_fits()

@@ -12,6 +12,17 @@ each text in files beside mst's own ``.pyc`` files (one per module the code is m
 ``sys.dont_write_bytecode`` is, as Python writes no ``.pyc`` then) and compiles only text it has
 not seen.
 
+The same goes for regular expressions: ``re.compile`` parses a pattern and works out its
+matching program in Python (a 1-case `mst run` compiled ~60 at import, ~12 ms of its ~170 ms:
+PyYAML's reader alone takes 4 ms for one character class; bench/README.md, session 14). The
+program depends only on the pattern and its flags, so the cache keeps it too (group ``re``) and
+hands it to ``_sre.compile`` as ``re`` would; :func:`install` first checks, on a pattern of
+groups and alternatives, that this gives the very pattern ``re`` makes, and leaves ``re`` alone
+when it does not (another Python's internals). Only the patterns that imports compile are kept:
+those before the command starts (:func:`seal`) and those of the engine's import (:func:`importing`)
+are the modules' own, while a pattern the command's work makes may hold what it reads (the
+redactor compiles the run's secret values into one), which must never reach a file.
+
 Nothing else changes: the code is what ``compile`` makes of the same text with the same flags
 (``dataclasses``, ``collections`` and ``typing`` use no ``__future__`` imports, so the code they
 would have compiled inherits none), run with the same globals and locals, so the classes and
@@ -25,25 +36,29 @@ from __future__ import annotations
 import atexit
 import builtins
 import collections
+import contextlib
 import dataclasses
 import marshal
 import os
+import re
 import sys
 import typing
+from collections.abc import Iterator
 from importlib.util import MAGIC_NUMBER, cache_from_source
 from pathlib import Path
 from types import CodeType
 from typing import Any
 
-_Key = tuple[str, str, str]  # (mode, filename, source)
+_Key = tuple[Any, ...]  # (mode, filename, source) of code; ("re", sre magic, flags, pattern) of a regex
 
 # A group's file that outgrows this keeps only what the process that writes it used.
 MAX_ENTRIES = 2048
 
-_groups: dict[str, dict[_Key, CodeType]] = {}  # a file each, read on first use
+_groups: dict[str, dict[_Key, Any]] = {}  # a file each, read on first use: code, or a regex's program
 _used: set[_Key] = set()
 _changed: set[str] = set()  # groups this process compiled text for (the file did not have it)
 _dir: Path | None = None
+_keeping_regexes = True  # whether a regex compiled now is kept (see seal and importing)
 
 
 def cache_dir() -> Path:
@@ -68,6 +83,8 @@ def install(directory: Path | None = None) -> None:
     for module, name, shim in shims:
         if name not in vars(module):
             setattr(module, name, shim)
+    if _regex_shim_fits():
+        _re_compiler.compile = _regex
     atexit.register(save)
 
 
@@ -87,6 +104,42 @@ def code_for(source: str, mode: str, group: str, filename: str = "<string>") -> 
         _changed.add(group)
     _used.add(key)
     return code
+
+
+_Program = tuple[int, list[int], int, dict[str, int], tuple[str | None, ...]]  # what _sre.compile takes
+
+
+def regex_program(pattern: str | bytes, flags: int) -> _Program:
+    """What ``_sre.compile`` takes after ``pattern`` (flags, program, groups, their names both
+    ways), as ``re``'s own compiler works it out, from the cache when it has it (group ``re``)."""
+    codes = _groups.get("re")
+    if codes is None:
+        codes = _groups["re"] = _load("re")
+    key = ("re", _re_compiler.MAGIC, int(flags), pattern)
+    program: _Program | None = codes.get(key)
+    if program is None:
+        program = codes[key] = _program(pattern, flags)
+        _changed.add("re")
+    _used.add(key)
+    return program
+
+
+def seal() -> None:
+    """Keep no regular expression compiled from now on (but in :func:`importing`): the command
+    starts its work, whose patterns may be built from data (the redactor's, of secret values)."""
+    global _keeping_regexes
+    _keeping_regexes = False
+
+
+@contextlib.contextmanager
+def importing() -> Iterator[None]:
+    """Keep the regular expressions compiled inside (a command's import of the engine: modules only)."""
+    global _keeping_regexes
+    was, _keeping_regexes = _keeping_regexes, True
+    try:
+        yield
+    finally:
+        _keeping_regexes = was
 
 
 def compiled_groups() -> set[str]:
@@ -124,7 +177,7 @@ def _group_file(group: str) -> Path:
     return _dir / f"{group if group.replace('.', '').replace('_', '').isalnum() else '_other'}.marshal"
 
 
-def _load(group: str) -> dict[_Key, CodeType]:
+def _load(group: str) -> dict[_Key, Any]:
     try:
         data = _group_file(group).read_bytes()
     except OSError:
@@ -158,6 +211,45 @@ def _namespaces(globals: dict[str, Any] | None, locals: Any) -> tuple[dict[str, 
         return globals, locals
     frame = sys._getframe(2)
     return frame.f_globals, frame.f_locals if locals is None else locals
+
+
+# ``re``'s compiler (Python 3.11's layout), whose ``compile`` the cache stands in for.
+_re_compiler: Any = getattr(re, "_compiler", None)
+_re_compile: Any = getattr(_re_compiler, "compile", None)
+
+
+def _regex(pattern: Any, flags: int = 0) -> Any:
+    """``re._compiler.compile``: a pattern's program from the cache; a parsed pattern, a debug
+    compile (which prints the program) and a pattern the command's work makes (see :func:`seal`)
+    as ``re`` does them."""
+    if not _keeping_regexes or not isinstance(pattern, str | bytes) or flags & re.DEBUG:
+        return _re_compile(pattern, flags)
+    return _re_compiler._sre.compile(pattern, *regex_program(pattern, flags))
+
+
+def _regex_shim_fits() -> bool:
+    """Whether this Python's ``re`` has the compiler the shim reproduces, and the shim makes the
+    same pattern ``re`` makes (equal patterns have equal flags, text and program)."""
+    if _re_compile is None or not all(hasattr(_re_compiler, n) for n in ("_parser", "_code", "_sre", "MAGIC")):
+        return False
+    probe, flags = r"(?P<name>a|b)(c)?\1[^\x00-\x1f]", re.IGNORECASE
+    try:
+        made = _re_compiler._sre.compile(probe, *_program(probe, flags))
+        return bool(made == _re_compile(probe, flags) and made.groupindex == {"name": 1})
+    except Exception:  # another layout of re's internals: re is left as it is
+        return False
+
+
+def _program(pattern: str | bytes, flags: int) -> _Program:
+    """What ``re._compiler.compile`` hands ``_sre.compile`` after the pattern (its own steps)."""
+    parsed = _re_compiler._parser.parse(pattern, flags)
+    state = parsed.state
+    index: list[str | None] = [None] * state.groups
+    for name, number in state.groupdict.items():
+        index[number] = name
+    # Plain ints: flags may be a RegexFlag and the program's opcodes int subclasses, which marshal refuses.
+    return (int(flags | state.flags), list(map(int, _re_compiler._code(parsed, flags))), state.groups - 1,
+            dict(state.groupdict), tuple(index))
 
 
 def _compile(source: Any, filename: str, mode: str, flags: int = 0, dont_inherit: bool = False,

@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from mst import __version__
+from mst.cli import codecache
 from mst.cli.handling import handle_errors
 from mst.cli.options import PATH, confidence_option
 from mst.cli.store import publish, results_option, source_run, store_url
@@ -46,6 +47,7 @@ class _Main(click.Group):
 @click.version_option(__version__, prog_name="mst")
 def main() -> None:
     """Evaluate AI agents and clients on eval cases, with honest statistics."""
+    codecache.seal()  # the command's work starts: its regular expressions are not kept (mst.cli.codecache)
 
 
 @main.command()
@@ -175,11 +177,14 @@ def _importing() -> Iterator[None]:
     the whole process, so collecting while they are made frees nothing, and every later
     collection would traverse them again. Frozen, no collection ever looks at them (a 1-case
     `mst run`: bench/perf16_startup.md). The collector runs as before for what the command makes.
+    The code cache keeps the regular expressions these imports compile, and none the command's
+    work compiles after them (``codecache.importing``): those may be made of its data, secrets too.
     """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        yield
+        with codecache.importing():
+            yield
     finally:
         gc.freeze()
         if was_enabled:
