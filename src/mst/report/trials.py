@@ -33,6 +33,7 @@ TRANSCRIPT_BUDGET: Final = 512 * 1024  # bytes of transcript events per trial in
 MAX_ARTIFACTS: Final = 200  # files listed per trial (the rest counted, with a marker)
 CUT_EVENT: Final = "report.cut"
 NO_ARTIFACTS: Final = b'{"files":[],"more":0}'  # list_artifacts of a trial without artifacts, as JSON
+_CHUNK_BUFFER: Final = 64 * 1024  # bytes a chunk file is written in
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +66,10 @@ def write_chunks(run: Run, case_ids: Sequence[str], folder: Path, plan: ChunkPla
 def _write_chunk(path: Path, entries: Sequence[bytes]) -> None:
     """``mstChunk({entry,entry,...});`` written a piece at a time: joining the entries and
     wrapping them made two more copies of a chunk that holds 16 cases' transcripts (the peak
-    of a run with many trials a case; bench/README.md, session 13)."""
-    with path.open("wb") as out:
+    of a run with many trials a case; bench/README.md, session 13). A buffer of 64 KiB, not
+    the default 8: a case's entry (a few KB) then rarely is a write call of its own (one per case
+    before, bench/README.md, session 14)."""
+    with path.open("wb", buffering=_CHUNK_BUFFER) as out:
         out.write(b"mstChunk({")
         for i, entry in enumerate(entries):
             if i:
