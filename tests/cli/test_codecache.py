@@ -193,6 +193,9 @@ def test_re_compile_itself_reads_the_cache(fresh: Path) -> None:
 def test_a_debug_compile_or_a_parsed_pattern_goes_to_re(fresh: Path, capsys: pytest.CaptureFixture[str]) -> None:
     codecache._regex("ab*", re.DEBUG)
     assert "LITERAL" in capsys.readouterr().out  # re printed the program, as it does for DEBUG
+    parsed = re._parser.parse("a|bc", 0)  # type: ignore[attr-defined]  # what re.Scanner compiles
+    made = codecache._regex(parsed, 0)
+    assert made.pattern is None and made.match("bc") is not None  # re's own compile: no text to key on
     assert codecache.compiled_groups() == set()
 
 

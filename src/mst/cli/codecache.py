@@ -43,7 +43,7 @@ import os
 import re
 import sys
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib.util import MAGIC_NUMBER, cache_from_source
 from pathlib import Path
 from types import CodeType
@@ -94,33 +94,33 @@ def code_for(source: str, mode: str, group: str, filename: str = "<string>") -> 
     ``group`` names the file the code is kept in (a dataclass's module; ``collections``' named
     tuples; ``typing``'s annotations), so a command reads the code of the modules it imports only.
     """
-    codes = _groups.get(group)
-    if codes is None:
-        codes = _groups[group] = _load(group)
-    key = (mode, filename, source)
-    code = codes.get(key)
-    if code is None:
-        code = codes[key] = builtins.compile(source, filename, mode, dont_inherit=True)
+    code: CodeType = _cached(group, (mode, filename, source),
+                             lambda: builtins.compile(source, filename, mode, dont_inherit=True))
+    return code
+
+
+def _cached(group: str, key: _Key, make: Callable[[], Any]) -> Any:
+    """The value kept for ``key`` in ``group``'s file, made (and the group marked for saving)
+    when the file has none: compiled code and regex programs alike."""
+    values = _groups.get(group)
+    if values is None:
+        values = _groups[group] = _load(group)
+    value = values.get(key)
+    if value is None:
+        value = values[key] = make()
         _changed.add(group)
     _used.add(key)
-    return code
+    return value
 
 
 _Program = tuple[int, list[int], int, dict[str, int], tuple[str | None, ...]]  # what _sre.compile takes
 
 
-def regex_program(pattern: str | bytes, flags: int) -> _Program:
+def _regex_program(pattern: str | bytes, flags: int) -> _Program:
     """What ``_sre.compile`` takes after ``pattern`` (flags, program, groups, their names both
     ways), as ``re``'s own compiler works it out, from the cache when it has it (group ``re``)."""
-    codes = _groups.get("re")
-    if codes is None:
-        codes = _groups["re"] = _load("re")
-    key = ("re", _re_compiler.MAGIC, int(flags), pattern)
-    program: _Program | None = codes.get(key)
-    if program is None:
-        program = codes[key] = _program(pattern, flags)
-        _changed.add("re")
-    _used.add(key)
+    program: _Program = _cached("re", ("re", _re_compiler.MAGIC, int(flags), pattern),
+                                lambda: _program(pattern, flags))
     return program
 
 
@@ -224,7 +224,7 @@ def _regex(pattern: Any, flags: int = 0) -> Any:
     as ``re`` does them."""
     if not _keeping_regexes or not isinstance(pattern, str | bytes) or flags & re.DEBUG:
         return _re_compile(pattern, flags)
-    return _re_compiler._sre.compile(pattern, *regex_program(pattern, flags))
+    return _re_compiler._sre.compile(pattern, *_regex_program(pattern, flags))
 
 
 def _regex_shim_fits() -> bool:
